@@ -1,0 +1,36 @@
+# Samsa: the two commands are `make run` and `make test`; everything else is set up by them.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run test lint unit slow bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: install
+	@echo "The broker daemon arrives with issue #3; meanwhile: $(VENV)/bin/samsa --help" >&2
+	@exit 1
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest -q -m 'not slow'
+
+slow: install
+	$(PY) -m pytest -q -m slow
+
+bench: install
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
