@@ -1,0 +1,652 @@
+"""One partition's log: an ordered run of segments, offsets, recovery, retention, truncation.
+
+Invariants:
+- segments are sorted by base offset, never overlap, and the last one is the active segment
+  (the only one appended to);
+- ``log_start_offset <= first offset readable``, ``log_end_offset`` (LEO) is the next offset to
+  assign, ``recovery_point <= log_end_offset`` and everything below ``recovery_point`` is fsynced;
+- removed segments are renamed ``*.deleted`` and unlinked only after ``file.delete.delay.ms`` so
+  fetch slices and flushes already holding their file descriptors stay valid.
+
+Durability decisions (Kafka's): an append is written to the page cache, not fsynced; a flush
+happens when ``flush.messages`` unflushed records accumulate (``AppendResult.flush_due``), when
+``flush.ms`` elapses (the log manager's schedule) and, for older segments, after a roll
+(``AppendResult.rolled``). The caller runs ``flush`` off the event loop; it only fsyncs and then
+raises ``recovery_point``. Replication, not fsync, is what makes acks=all durable.
+
+I/O errors are sticky: the first ``OSError`` takes the log directory offline (``DirectoryHealth``)
+and every later call raises ``KafkaStorageError`` without touching the disk.
+
+State is owned by one task (the broker's event loop); only ``flush`` may run on a worker thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from protocol.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
+from protocol.records import (
+    BatchHeader,
+    TimestampType,
+    decode_batch,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from storage.clock import Clock
+from storage.config import LogConfig
+from storage.errors import CorruptIndexError
+from storage.recovery import clean_partition_directory
+from storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FetchSlice,
+    LogSegment,
+    TimestampAndOffset,
+    parse_base_offset,
+    segment_file_name,
+)
+from storage.validator import ValidatedBatches, ValidationRules, validate_batches
+
+logger = logging.getLogger("samsa.storage.log")
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+T = TypeVar("T")
+
+
+@dataclass
+class DirectoryHealth:
+    """Shared by every log in one ``log.dirs`` entry: the first I/O error takes it offline."""
+
+    path: Path
+    offline_reason: str | None = None
+
+    def check(self) -> None:
+        if self.offline_reason is not None:
+            raise KafkaStorageError(f"log directory {self.path} is offline: {self.offline_reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int
+    log_start_offset: int
+    records_count: int
+    size_in_bytes: int
+    rolled: bool
+    flush_due: bool
+
+
+@dataclass
+class _PendingDelete:
+    due_ms: int
+    segment: LogSegment = field(compare=False)
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock: Clock,
+        health: DirectoryHealth | None = None,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.clock = clock
+        self.health = health or DirectoryHealth(directory.parent)
+        self.topic, self.partition = parse_topic_partition(directory.name)
+        self._segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self._pending_deletes: list[_PendingDelete] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = 0
+        self.last_flush_ms = clock.monotonic_ms()
+        # Guards the segment list: the cleaner swaps segments from a worker thread while the
+        # owner appends and rolls. Held only for list changes and renames, never for I/O loops.
+        self._lock = threading.RLock()
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock: Clock,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+        health: DirectoryHealth | None = None,
+    ) -> Log:
+        """Load (and if needed recover) the log in ``directory``, creating it when absent."""
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config, clock=clock, health=health)
+        log._load(recovery_point, log_start_offset, had_clean_shutdown)
+        return log
+
+    def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
+        cleanup = clean_partition_directory(self.directory)
+        for base in self._discover_base_offsets():
+            segment = self._open_segment(base)
+            if base in cleanup.completed_swaps:
+                self._recover_segment(segment, "completed swap")
+            self._add_segment(segment)
+        if not had_clean_shutdown:
+            self._recover_from(recovery_point)
+        if not self._segments:
+            self._add_segment(self._new_segment(log_start_offset))
+        self.log_end_offset = self.active_segment.next_offset()
+        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = self.log_end_offset
+        self.active_segment.resize_indexes(self.config.segment_index_bytes)
+        self._load_rolling_timestamp(self.active_segment)
+
+    def _discover_base_offsets(self) -> list[int]:
+        names = (path.name for path in self.directory.iterdir())
+        return sorted(parse_base_offset(name) for name in names if name.endswith(LOG_SUFFIX))
+
+    def _open_segment(self, base: int) -> LogSegment:
+        indexes_present = all(
+            (self.directory / segment_file_name(base, suffix)).exists()
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        )
+        segment = self._new_segment(base)
+        if not indexes_present:
+            self._recover_segment(segment, "missing index file")
+            return segment
+        try:
+            segment.sanity_check()
+        except CorruptIndexError as error:
+            self._recover_segment(segment, f"corrupt index ({error})")
+        return segment
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base_offset,
+            clock=self.clock,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+        )
+
+    def _recover_segment(self, segment: LogSegment, why: str) -> int:
+        result = segment.recover()
+        if result.truncated_bytes:
+            logger.warning(
+                "truncated %s at position %d (offset %d): %d invalid bytes removed: %s",
+                segment.log_path, result.valid_bytes, result.next_offset,
+                result.truncated_bytes, result.reason,
+            )
+        else:
+            logger.info("rebuilt indexes of %s (%s)", segment.log_path, why)
+        return result.truncated_bytes
+
+    def _recover_from(self, recovery_point: int) -> None:
+        """Scan every segment from the one holding ``recovery_point``; cut at the first bad batch."""
+        start = max(0, bisect.bisect_right(self._base_offsets, recovery_point) - 1)
+        for index in range(start, len(self._segments)):
+            segment = self._segments[index]
+            if self._recover_segment(segment, "unclean shutdown"):
+                for later in self._segments[index + 1 :]:
+                    logger.warning("deleting %s: it follows a truncated segment", later.log_path)
+                    later.delete_files()
+                del self._segments[index + 1 :]
+                del self._base_offsets[index + 1 :]
+                break
+        for segment in self._segments[start:]:
+            segment.flush()
+
+    def _load_rolling_timestamp(self, segment: LogSegment) -> None:
+        if segment.rolling_based_timestamp is None and segment.size > 0:
+            for _, header in segment.scan_headers(0):
+                segment.rolling_based_timestamp = header.max_timestamp
+                break
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
+
+    def _guard(self, action: Callable[[], T]) -> T:
+        """Run an I/O action; the first OSError takes the directory offline (sticky)."""
+        self.health.check()
+        try:
+            return action()
+        except OSError as error:
+            self.health.offline_reason = f"{type(error).__name__}: {error}"
+            logger.error("I/O error in %s; log directory goes offline: %s", self.directory, error)
+            raise KafkaStorageError(f"I/O error in {self.directory}: {error}") from error
+
+    # -- appending ----------------------------------------------------------------------------
+
+    def validation_rules(self, *, from_client: bool = True) -> ValidationRules:
+        return ValidationRules(
+            max_message_bytes=self.config.max_message_bytes,
+            from_client=from_client,
+            require_keys=self.config.compact and from_client,
+            timestamp_type=self._timestamp_type(),
+            timestamp_before_max_ms=self.config.message_timestamp_before_max_ms,
+            timestamp_after_max_ms=self.config.message_timestamp_after_max_ms,
+        )
+
+    def _timestamp_type(self) -> TimestampType:
+        if self.config.message_timestamp_type == "LogAppendTime":
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0
+    ) -> AppendResult:
+        """Validate client batches, assign offsets from the LEO, stamp the leader epoch, append."""
+        self.health.check()
+        now_ms = self.clock.milliseconds()
+        validated = validate_batches(records, self.validation_rules(), now_ms=now_ms)
+        buffer = bytearray(records)
+        log_append_time = now_ms if self._timestamp_type() == TimestampType.LOG_APPEND_TIME else -1
+        base_offsets: list[int] = []
+        next_offset = self.log_end_offset
+        for position, header in zip(validated.positions, validated.headers, strict=True):
+            set_base_offset(buffer, position, next_offset)
+            set_partition_leader_epoch(buffer, position, leader_epoch)
+            if log_append_time >= 0:
+                set_log_append_time(buffer, position, log_append_time)
+            base_offsets.append(next_offset)
+            next_offset += header.last_offset_delta + 1
+        return self._append(buffer, validated, base_offsets, log_append_time)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches that already carry offsets (replication, the cleaner's tests)."""
+        self.health.check()
+        validated = validate_batches(
+            records, self.validation_rules(from_client=False), now_ms=self.clock.milliseconds()
+        )
+        first = validated.headers[0].base_offset
+        if first < self.log_end_offset:
+            raise InvalidRecordError(
+                f"batch base offset {first} is below the log end offset {self.log_end_offset}"
+            )
+        previous = first - 1
+        for header in validated.headers:
+            if header.base_offset <= previous:
+                raise InvalidRecordError(f"offsets out of order at base offset {header.base_offset}")
+            previous = header.last_offset
+        return self._append(records, validated, [h.base_offset for h in validated.headers], -1)
+
+    def _append(
+        self,
+        buffer: bytes | bytearray | memoryview,
+        validated: ValidatedBatches,
+        base_offsets: list[int],
+        log_append_time: int,
+    ) -> AppendResult:
+        headers = validated.headers
+        first_offset = base_offsets[0]
+        last_offset = base_offsets[-1] + headers[-1].last_offset_delta
+        max_timestamp, offset_of_max = _max_timestamp(headers, base_offsets, log_append_time)
+        rolled = self._maybe_roll(len(buffer), max_timestamp, last_offset)
+        self._guard(
+            lambda: self.active_segment.append(
+                buffer,
+                largest_offset=last_offset,
+                largest_timestamp=max_timestamp,
+                offset_of_max_timestamp=offset_of_max,
+                first_batch_timestamp=max(headers[0].max_timestamp, log_append_time),
+            )
+        )
+        self.log_end_offset = last_offset + 1
+        return AppendResult(
+            first_offset=first_offset,
+            last_offset=last_offset,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=offset_of_max,
+            log_append_time_ms=log_append_time,
+            log_start_offset=self.log_start_offset,
+            records_count=validated.records_count,
+            size_in_bytes=len(buffer),
+            rolled=rolled,
+            flush_due=self.unflushed_messages >= self.config.flush_messages,
+        )
+
+    def _maybe_roll(self, append_bytes: int, max_timestamp: int, largest_offset: int) -> bool:
+        segment = self.active_segment
+        if not segment.should_roll(
+            segment_bytes=self.config.segment_bytes,
+            roll_ms=self.config.segment_ms - self.config.segment_jitter_ms,
+            append_bytes=append_bytes,
+            max_timestamp=max_timestamp,
+            largest_offset=largest_offset,
+        ):
+            return False
+        self.roll()
+        return True
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (reused when already empty there)."""
+        active = self.active_segment
+        if active.size == 0 and active.base_offset == self.log_end_offset:
+            return active
+
+        def do_roll() -> LogSegment:
+            with self._lock:
+                active.on_become_inactive()
+                segment = self._new_segment(self.log_end_offset)
+                self._add_segment(segment)
+                return segment
+
+        segment = self._guard(do_roll)
+        logger.info("rolled %s to new segment at offset %d", self.directory.name, segment.base_offset)
+        return segment
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchSlice | None:
+        """A slice of the segment holding ``start_offset``; None when nothing is readable yet.
+
+        ``max_offset`` (exclusive, e.g. the high watermark) caps what is returned.
+        """
+        self.health.check()
+        if not self.log_start_offset <= start_offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self.log_start_offset}, "
+                f"{self.log_end_offset}] of {self.directory.name}"
+            )
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if start_offset >= limit:
+            return None
+        return self._guard(lambda: self._read_from(start_offset, max_bytes, limit, min_one_message))
+
+    def _read_from(
+        self, start_offset: int, max_bytes: int, limit: int, min_one_message: bool
+    ) -> FetchSlice | None:
+        with self._lock:
+            segments, bases = list(self._segments), list(self._base_offsets)
+        first = max(0, bisect.bisect_right(bases, start_offset) - 1)
+        for index in range(first, len(segments)):
+            segment = segments[index]
+            if segment.base_offset >= limit:
+                return None
+            segment_end = bases[index + 1] if index + 1 < len(bases) else self.log_end_offset
+            max_position = None
+            if limit < segment_end:
+                found = segment.translate_offset(limit)
+                max_position = None if found is None else found[0]
+            piece = segment.read(
+                start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message
+            )
+            if piece is not None:
+                return piece
+        return None
+
+    def batches(self, start_offset: int = 0) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """Every batch header from the one holding ``start_offset``: (segment, position, header)."""
+        for segment in self._segments[self._segment_index_for(start_offset) :]:
+            for position, header in segment.scan_headers(0):
+                if header.last_offset >= start_offset:
+                    yield segment, position, header
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the first offset whose record timestamp is >= ``timestamp``.
+
+        Special values: -2/-4 earliest, -1 latest (the LEO; the caller caps it at the high
+        watermark), -3 the record with the largest timestamp (KIP-734).
+        """
+        self.health.check()
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return TimestampAndOffset(-1, self.log_start_offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(-1, self.log_end_offset)
+        if timestamp == MAX_TIMESTAMP:
+            return self._guard(self._max_timestamp_offset)
+        return self._guard(lambda: self._search_timestamp(timestamp))
+
+    def _search_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        for segment in self._segments:
+            if segment.max_timestamp_so_far >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
+        best = max(self._segments, key=lambda segment: segment.max_timestamp_so_far)
+        if best.max_timestamp_so_far < 0:
+            return None
+        found = best.translate_offset(best.offset_of_max_timestamp_so_far)
+        if found is None:
+            return None
+        position, header = found
+        batch = decode_batch(best.read_batch_bytes(position, header), verify_crc=False)
+        for record in batch.records:
+            if record.timestamp == best.max_timestamp_so_far:
+                return TimestampAndOffset(record.timestamp, record.offset)
+        return TimestampAndOffset(header.max_timestamp, header.last_offset)
+
+    # -- flushing -----------------------------------------------------------------------------
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets below ``up_to_offset`` (default: the LEO)."""
+        target = self.log_end_offset if up_to_offset is None else up_to_offset
+        if target <= self.recovery_point:
+            return
+        first = self._segment_index_for(self.recovery_point)
+        segments = [s for s in self._segments[first:] if s.base_offset < target]
+
+        def flush_segments() -> None:
+            for segment in segments:
+                segment.flush()
+
+        self._guard(flush_segments)
+        self.recovery_point = max(self.recovery_point, target)
+        self.last_flush_ms = self.clock.monotonic_ms()
+
+    def flush_is_due(self) -> bool:
+        """``flush.ms`` elapsed with unflushed data (the log manager's periodic check)."""
+        elapsed = self.clock.monotonic_ms() - self.last_flush_ms
+        return self.unflushed_messages > 0 and elapsed >= self.config.flush_ms
+
+    # -- truncation and deletion --------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and above ``offset`` (a batch boundary); True if anything went."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        self._guard(lambda: self._truncate_segments(offset))
+        logger.warning("truncated %s to offset %d", self.directory.name, self.log_end_offset)
+        return True
+
+    def _truncate_segments(self, offset: int) -> None:
+        with self._lock:
+            self._truncate_segments_locked(offset)
+
+    def _truncate_segments_locked(self, offset: int) -> None:
+        index = self._segment_index_for(offset)
+        removed = self._segments[index + 1 :]
+        self._remove_segments(removed)
+        segment = self.active_segment
+        segment.truncate_to(offset)
+        segment.resize_indexes(self.config.segment_index_bytes)
+        self.log_end_offset = segment.next_offset()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Drop every segment and restart the log, empty, at ``new_offset``."""
+
+        def restart() -> None:
+            with self._lock:
+                self._remove_segments(list(self._segments))
+                self._add_segment(self._new_segment(new_offset))
+
+        self._guard(restart)
+        self.log_start_offset = self.log_end_offset = self.recovery_point = new_offset
+        logger.warning("truncated %s fully; it restarts at offset %d", self.directory.name, new_offset)
+
+    def _remove_segments(self, segments: list[LogSegment]) -> None:
+        """Take segments out of the log now; their files go after ``file.delete.delay.ms``."""
+        due = self.clock.monotonic_ms() + self.config.file_delete_delay_ms
+        with self._lock:
+            for segment in segments:
+                index = self._segments.index(segment)
+                del self._segments[index]
+                del self._base_offsets[index]
+                segment.mark_deleted()
+                self._pending_deletes.append(_PendingDelete(due, segment))
+
+    def purge_deleted_segments(self, *, force: bool = False) -> int:
+        """Unlink removed segments whose delay has passed (all of them with ``force``)."""
+        now = self.clock.monotonic_ms()
+        due = [p for p in self._pending_deletes if force or p.due_ms <= now]
+        self._pending_deletes = [p for p in self._pending_deletes if p not in due]
+        for pending in due:
+            self._guard(pending.segment.delete_files)
+        return len(due)
+
+    def increment_log_start_offset(self, new_offset: int) -> bool:
+        """DeleteRecords: raise the log start offset (segments below it go at next retention)."""
+        if new_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records up to {new_offset}: log end offset is {self.log_end_offset}"
+            )
+        if new_offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_offset
+        return True
+
+    def delete_old_segments(self, *, high_watermark: int | None = None) -> int:
+        """Retention: drop segments past the log start offset, retention.ms and retention.bytes.
+
+        Never the active segment, never a segment holding offsets at or above the high watermark.
+        """
+        self.health.check()
+        upper = self.log_end_offset if high_watermark is None else high_watermark
+        deletable = self._deletable_segments(upper)
+        if not deletable:
+            return 0
+        self._guard(lambda: self._remove_segments(deletable))
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        for segment in deletable:
+            logger.info("retention removed %s", segment.log_path)
+        return len(deletable)
+
+    def _deletable_segments(self, upper: int) -> list[LogSegment]:
+        now = self.clock.milliseconds()
+        excess = self.size_in_bytes - self.config.retention_bytes
+        result: list[LogSegment] = []
+        for segment, next_base in zip(self._segments, self._base_offsets[1:], strict=False):
+            if next_base > upper:
+                break
+            if not self._breaches_retention(segment, next_base, now, excess):
+                break
+            excess -= segment.size
+            result.append(segment)
+        return result
+
+    def _breaches_retention(self, segment: LogSegment, next_base: int, now: int, excess: int) -> bool:
+        if next_base <= self.log_start_offset:
+            return True
+        if not self.config.delete:
+            return False
+        if self.config.retention_ms >= 0 and now - segment.largest_timestamp > self.config.retention_ms:
+            return True
+        return self.config.retention_bytes >= 0 and excess - segment.size >= 0
+
+    def replace_segments(self, new_segment: LogSegment, old_segments: list[LogSegment]) -> None:
+        """The cleaner's swap: ``new_segment`` (suffix ``.swap``) replaces ``old_segments``.
+
+        Order (see ``storage.recovery``): old segments renamed ``.deleted`` first, then the new
+        segment's indexes and finally its ``.log`` take their regular names.
+        """
+
+        def swap() -> None:
+            with self._lock:
+                self._remove_segments(old_segments)
+                new_segment.change_file_suffix("")
+                position = bisect.bisect_left(self._base_offsets, new_segment.base_offset)
+                self._segments.insert(position, new_segment)
+                self._base_offsets.insert(position, new_segment.base_offset)
+
+        self._guard(swap)
+
+    def close(self) -> None:
+        """Clean close: flush, final time-index entry, indexes trimmed, deleted files unlinked."""
+
+        def close_all() -> None:
+            self.flush()
+            self.active_segment.on_become_inactive()
+            for segment in self._segments:
+                segment.close()
+
+        self._guard(close_all)
+        self.purge_deleted_segments(force=True)
+
+
+def parse_topic_partition(name: str) -> tuple[str, int]:
+    """``my-topic-3`` → (``my-topic``, 3); a name without a partition suffix is rejected."""
+    topic, separator, partition = name.rpartition("-")
+    if not separator or not topic or not partition.isdigit():
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+    return topic, int(partition)
+
+
+def _max_timestamp(
+    headers: tuple[BatchHeader, ...], base_offsets: list[int], log_append_time: int
+) -> tuple[int, int]:
+    """The largest batch max timestamp and the last offset of the (first) batch holding it."""
+    if log_append_time >= 0:
+        return log_append_time, base_offsets[-1] + headers[-1].last_offset_delta
+    best_timestamp, best_offset = -1, base_offsets[0] + headers[0].last_offset_delta
+    for base_offset, header in zip(base_offsets, headers, strict=True):
+        if header.max_timestamp > best_timestamp:
+            best_timestamp, best_offset = header.max_timestamp, base_offset + header.last_offset_delta
+    return best_timestamp, best_offset

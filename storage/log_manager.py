@@ -1,0 +1,202 @@
+"""All partition logs of a broker, over the directories of ``log.dirs``.
+
+Layout of each log directory (Kafka's):
+
+    <log.dir>/.kafka_cleanshutdown              present only between a clean stop and the next start
+    <log.dir>/recovery-point-offset-checkpoint  topic partition offset, per log
+    <log.dir>/log-start-offset-checkpoint       topic partition offset, per log
+    <log.dir>/<topic>-<partition>/               one Log
+    <log.dir>/<topic>-<partition>.<id>-delete/   a deleted partition awaiting removal
+
+Start-up reads the marker and checkpoints, then loads every log (one thread per directory, up to
+``num.recovery.threads.per.data.dir`` each), recovering from the recovery point when the marker is
+missing; the marker is removed once loading is done, so a crash later means an unclean start.
+
+The manager is synchronous; the broker schedules ``flush_due_logs``, ``checkpoint``,
+``run_retention`` and ``purge_deleted`` (and the cleaner) and runs them off the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from protocol.errors import KafkaStorageError
+from storage.checkpoint import OffsetCheckpointFile
+from storage.clock import Clock
+from storage.config import LogConfig
+from storage.log import DirectoryHealth, Log, parse_topic_partition
+
+logger = logging.getLogger("samsa.storage.log_manager")
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        *,
+        default_config: LogConfig | None = None,
+        clock: Clock,
+        topic_config: Callable[[str], LogConfig] | None = None,
+        recovery_threads_per_dir: int = 2,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("log.dirs must name at least one directory")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.clock = clock
+        self._topic_config = topic_config or (lambda topic: self.default_config)
+        self._threads = recovery_threads_per_dir
+        self.health = {d: DirectoryHealth(d) for d in self.log_dirs}
+        self.logs: dict[TopicPartition, Log] = {}
+
+    # -- start-up -----------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Load every log; in parallel across directories and within each."""
+        for directory in self.log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        with ThreadPoolExecutor(max_workers=len(self.log_dirs)) as pool:
+            for loaded in pool.map(self._load_directory, self.log_dirs):
+                self.logs.update(loaded)
+
+    def _load_directory(self, directory: Path) -> dict[TopicPartition, Log]:
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).read()
+        start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).read()
+        partition_dirs = list(self._partition_directories(directory))
+        if not clean and partition_dirs:
+            logger.warning("%s was not shut down cleanly: recovering its logs", directory)
+
+        def load(path: Path) -> Log:
+            key = parse_topic_partition(path.name)
+            return Log.open(
+                path,
+                self._topic_config(key[0]),
+                clock=self.clock,
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=start_offsets.get(key, 0),
+                had_clean_shutdown=clean,
+                health=self.health[directory],
+            )
+
+        with ThreadPoolExecutor(max_workers=max(1, self._threads)) as pool:
+            logs = list(pool.map(load, partition_dirs))
+        marker.unlink(missing_ok=True)
+        return {(log.topic, log.partition): log for log in logs}
+
+    def _partition_directories(self, directory: Path) -> Iterator[Path]:
+        for path in sorted(directory.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                logger.info("removing deleted partition directory %s", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            try:
+                parse_topic_partition(path.name)
+            except ValueError:
+                logger.warning("ignoring %s: not a <topic>-<partition> directory", path)
+                continue
+            yield path
+
+    # -- logs ---------------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        existing = self.logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        directory = self._least_loaded_directory()
+        log = Log.open(
+            directory / f"{topic}-{partition}",
+            config or self._topic_config(topic),
+            clock=self.clock,
+            had_clean_shutdown=True,
+            health=self.health[directory],
+        )
+        self.logs[(topic, partition)] = log
+        return log
+
+    def _least_loaded_directory(self) -> Path:
+        online = [d for d in self.log_dirs if self.health[d].offline_reason is None]
+        if not online:
+            raise KafkaStorageError("every log directory is offline")
+        counts = {d: 0 for d in online}
+        for log in self.logs.values():
+            parent = log.directory.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(online, key=lambda d: (counts[d], str(d)))
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log and move its directory aside (``<name>.<id>-delete``), then remove it."""
+        log = self.logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.close()
+        target = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        log.directory.rename(target)
+        shutil.rmtree(target, ignore_errors=True)
+        return True
+
+    # -- scheduled work -----------------------------------------------------------------------
+
+    def flush_due_logs(self) -> int:
+        """flush.ms: flush every log whose interval has passed; returns how many were flushed."""
+        due = [log for log in self._online_logs() if log.flush_is_due()]
+        for log in due:
+            log.flush()
+        return len(due)
+
+    def run_retention(self, high_watermarks: dict[TopicPartition, int] | None = None) -> int:
+        deleted = 0
+        for key, log in self._online_items():
+            hw = None if high_watermarks is None else high_watermarks.get(key)
+            deleted += log.delete_old_segments(high_watermark=hw)
+        return deleted
+
+    def purge_deleted(self) -> int:
+        return sum(log.purge_deleted_segments() for log in self._online_logs())
+
+    def checkpoint(self) -> None:
+        """Write both offset checkpoints for every online directory (temp + fsync + rename)."""
+        for directory in self.log_dirs:
+            if self.health[directory].offline_reason is not None:
+                continue
+            logs = [log for log in self.logs.values() if log.directory.parent == directory]
+            OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write(
+                {(log.topic, log.partition): log.recovery_point for log in logs}
+            )
+            OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(
+                {(log.topic, log.partition): log.log_start_offset for log in logs}
+            )
+
+    def shutdown(self) -> None:
+        """Clean stop: close (flush) every log, checkpoint, then write the clean-shutdown marker."""
+        for log in self._online_logs():
+            log.close()
+        self.checkpoint()
+        for directory in self.log_dirs:
+            if self.health[directory].offline_reason is None:
+                (directory / CLEAN_SHUTDOWN_FILE).touch()
+
+    def _online_items(self) -> list[tuple[TopicPartition, Log]]:
+        return [(k, log) for k, log in self.logs.items() if log.health.offline_reason is None]
+
+    def _online_logs(self) -> list[Log]:
+        return [log for _, log in self._online_items()]

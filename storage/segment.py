@@ -1,0 +1,498 @@
+"""One log segment: ``<base>.log`` with its sparse ``.index`` and ``.timeindex``.
+
+Files (named by the 20-digit zero-padded base offset, Kafka's layout byte for byte):
+
+- ``.log``: RecordBatch v2 batches back to back, exactly as appended.
+- ``.index``: (int32 relative offset, int32 position) entries; one entry per append once more than
+  ``index.interval.bytes`` of log were written since the last entry. The entry names the *last*
+  offset of the append and the position where the append *starts*, as Kafka's ``LogSegment``.
+- ``.timeindex``: (int64 max timestamp so far, int32 relative offset of the batch holding it),
+  written alongside the offset index entries.
+
+Invariants: ``size`` is the length of valid data in ``.log``; batches start at position 0 and
+follow each other without gaps; base offsets strictly increase. Every offset in the segment is
+``>= base_offset`` and ``< base_offset + 2**31``.
+
+State is owned by the ``Log`` that holds the segment (one task); ``flush`` may run on a worker
+thread: it only fsyncs. Reads use ``os.pread`` and never move a file position.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.errors import CorruptMessageError, InvalidRecordError
+from protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    batch_crc_is_valid,
+    decode_batch,
+    read_batch_header,
+)
+from storage.clock import Clock
+from storage.errors import CorruptIndexError
+from storage.index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+# Suffixes of interrupted operations (see storage.recovery for how start-up resolves them).
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+# How much of the log a header scan reads per pread: headers are 61 bytes, batches are usually
+# small, so one read serves many headers.
+_SCAN_CHUNK_BYTES = 64 * 1024
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_base_offset(file_name: str) -> int:
+    """The base offset of ``00000000000000001234.log`` (and of ``.index``, ``.log.swap``, ...)."""
+    return int(file_name.split(".", 1)[0])
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSlice:
+    """A byte range of a segment file, to be sent as is (``os.sendfile``) or read."""
+
+    fd: int
+    path: Path
+    position: int
+    length: int
+    first_offset: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.length, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    timestamp: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    valid_bytes: int
+    truncated_bytes: int
+    next_offset: int
+    reason: str | None
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        clock: Clock,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        file_suffix: str = "",
+        writable: bool = True,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.file_suffix = file_suffix
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._clock = clock
+        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        self.log_path = self._path(LOG_SUFFIX)
+        self.fd = os.open(self.log_path, flags, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.offset_index = OffsetIndex(
+            self._path(INDEX_SUFFIX), base_offset, max_index_size=max_index_size, writable=writable
+        )
+        self.time_index = TimeIndex(
+            self._path(TIME_INDEX_SUFFIX), base_offset, max_index_size=max_index_size, writable=writable
+        )
+        self.created_ms = clock.milliseconds()
+        self.bytes_since_last_index_entry = 0
+        # The timestamp of the segment's first batch decides when segment.ms rolls it.
+        self.rolling_based_timestamp: int | None = None
+        last = self.time_index.last_entry
+        self.max_timestamp_so_far: int = last[0]
+        self.offset_of_max_timestamp_so_far: int = last[1]
+        self.closed = False
+        self.deleted = False
+        self._deleted_files: list[tuple[Path, int]] = []
+
+    def _path(self, suffix: str) -> Path:
+        return self.directory / (segment_file_name(self.base_offset, suffix) + self.file_suffix)
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self.size})"
+
+    # -- appending ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        batches: bytes | bytearray | memoryview,
+        *,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        first_batch_timestamp: int | None = None,
+    ) -> int:
+        """Write already-validated batches at the end; returns the position they start at."""
+        length = len(batches)
+        if length == 0:
+            return self.size
+        self._check_relative(largest_offset)
+        position = self.size
+        _write_fully(self.fd, batches, position)
+        self.size = position + length
+        if self.rolling_based_timestamp is None and position == 0:
+            self.rolling_based_timestamp = first_batch_timestamp
+        if largest_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = largest_timestamp
+            self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += length
+        return position
+
+    def _check_relative(self, offset: int) -> None:
+        if not 0 <= offset - self.base_offset <= 2**31 - 1:
+            raise InvalidRecordError(
+                f"offset {offset} cannot be stored in segment {self.log_path} "
+                f"(base offset {self.base_offset})"
+            )
+
+    def can_hold_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= 2**31 - 1
+
+    def should_roll(
+        self, *, segment_bytes: int, roll_ms: int, append_bytes: int, max_timestamp: int,
+        largest_offset: int,
+    ) -> bool:
+        """Kafka's roll rule: size, age (by the first batch's timestamp), full index, offset range."""
+        if self.size > segment_bytes - append_bytes:
+            return True
+        if self.size > 0 and self._time_waited_for_roll(max_timestamp) > roll_ms:
+            return True
+        return (
+            self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_hold_offset(largest_offset)
+        )
+
+    def _time_waited_for_roll(self, max_timestamp: int) -> int:
+        if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
+            return max_timestamp - self.rolling_based_timestamp
+        return self._clock.milliseconds() - self.created_ms
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def on_become_inactive(self) -> None:
+        """Called when a newer segment takes over: final time-index entry, indexes trimmed."""
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+            )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def scan_headers(
+        self, start_position: int = 0, end_position: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Batch headers from ``start_position`` on, with their positions (no CRC check)."""
+        end = self.size if end_position is None else end_position
+        position = start_position
+        chunk = b""
+        chunk_start = position
+        while position + LOG_OVERHEAD <= end:
+            relative = position - chunk_start
+            if relative + BATCH_HEADER_SIZE > len(chunk):
+                chunk = os.pread(self.fd, min(_SCAN_CHUNK_BYTES, end - position), position)
+                chunk_start, relative = position, 0
+            header = read_batch_header(chunk, relative)
+            if position + header.size_in_bytes > end:
+                return
+            yield position, header
+            position += header.size_in_bytes
+
+    def translate_offset(
+        self, offset: int, starting_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= ``offset``, with its position."""
+        _, position = self.offset_index.lookup(offset)
+        for batch_position, header in self.scan_headers(max(position, starting_position)):
+            if header.last_offset >= offset:
+                return batch_position, header
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        *,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchSlice | None:
+        """Up to ``max_size`` bytes from the batch holding ``start_offset``.
+
+        As Kafka, the slice may end inside a batch (clients drop a partial trailing batch);
+        with ``min_one_message`` the whole first batch is returned even if it exceeds max_size.
+        """
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        position, header = found
+        limit = self.size if max_position is None else max_position
+        if position >= limit:
+            return None
+        size = max_size
+        if min_one_message:
+            size = max(max_size, header.size_in_bytes)
+        length = min(limit - position, size)
+        if length <= 0:
+            return None
+        return FetchSlice(self.fd, self.log_path, position, length, header.base_offset)
+
+    def read_batch_bytes(self, position: int, header: BatchHeader) -> bytes:
+        return os.pread(self.fd, header.size_in_bytes, position)
+
+    def next_offset(self) -> int:
+        """The offset after the last batch (base offset when empty)."""
+        _, position = self.offset_index.lookup(2**63 - 1)
+        last: BatchHeader | None = None
+        for _, header in self.scan_headers(position):
+            last = header
+        return self.base_offset if last is None else last.next_offset
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` with a timestamp >= ``timestamp``."""
+        _, index_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(index_offset, starting_offset))
+        for batch_position, header in self.scan_headers(position):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            batch = decode_batch(self.read_batch_bytes(batch_position, header), verify_crc=False)
+            for record in batch.records:
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return TimestampAndOffset(record.timestamp, record.offset)
+        return None
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime when the segment has no timestamps."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    def recover(self) -> RecoveryResult:
+        """Rebuild both indexes from the log; truncate at the first invalid batch.
+
+        A batch is valid when its header parses, it lies wholly inside the file and its CRC
+        matches. Everything from the first invalid batch on is cut off.
+        """
+        self.offset_index.truncate()
+        self.time_index.truncate()
+        self.resize_indexes(self.max_index_size)
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = -1, self.base_offset
+        self.rolling_based_timestamp = None
+        valid_bytes, next_offset, reason = self._scan_valid_prefix()
+        truncated = self.size - valid_bytes
+        if truncated:
+            os.ftruncate(self.fd, valid_bytes)
+            self.size = valid_bytes
+        self.bytes_since_last_index_entry = 0
+        # As a clean close does: the largest timestamp goes into the time index, then both
+        # indexes are trimmed (the log re-grows the active segment's).
+        self.on_become_inactive()
+        return RecoveryResult(valid_bytes, truncated, next_offset, reason)
+
+    def _scan_valid_prefix(self) -> tuple[int, int, str | None]:
+        if self.size == 0:
+            return 0, self.base_offset, None
+        with mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                return self._index_batches(view)
+            finally:
+                view.release()
+
+    def _index_batches(self, view: memoryview) -> tuple[int, int, str | None]:
+        position, last_index_position, next_offset = 0, 0, self.base_offset
+        previous_last_offset = self.base_offset - 1
+        while position < len(view):
+            header, reason = _check_batch(view, position)
+            if header is None:
+                return position, next_offset, reason
+            if header.base_offset <= previous_last_offset or not self.can_hold_offset(
+                header.last_offset
+            ):
+                return position, next_offset, (
+                    f"batch base offset {header.base_offset} does not follow {previous_last_offset}"
+                )
+            if self.rolling_based_timestamp is None:
+                self.rolling_based_timestamp = header.max_timestamp
+            if header.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = header.max_timestamp
+                self.offset_of_max_timestamp_so_far = header.last_offset
+            if position - last_index_position > self.index_interval_bytes:
+                self.offset_index.append(header.last_offset, position)
+                self.time_index.append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+                )
+                last_index_position = position
+            previous_last_offset = header.last_offset
+            next_offset = header.next_offset
+            position += header.size_in_bytes
+        return position, next_offset, None
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= ``offset``; returns the bytes removed."""
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.resize_indexes(self.max_index_size)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.bytes_since_last_index_entry = 0
+        self._reload_max_timestamp()
+        if position == 0:
+            self.rolling_based_timestamp = None
+        return removed
+
+    def _reload_max_timestamp(self) -> None:
+        timestamp, offset = self.time_index.last_entry
+        _, position = self.offset_index.lookup(offset)
+        for _, header in self.scan_headers(position):
+            if header.max_timestamp > timestamp:
+                timestamp, offset = header.max_timestamp, header.last_offset
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = timestamp, offset
+
+    def sanity_check(self) -> None:
+        """Raises CorruptIndexError when an index cannot be trusted (the caller rebuilds)."""
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        if self.offset_index.entries and self.offset_index.entry(self.offset_index.entries - 1)[
+            1
+        ] > self.size:
+            raise CorruptIndexError(
+                f"{self.offset_index.path}: last entry points past the end of {self.log_path}"
+            )
+
+    # -- files --------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        if self.deleted:  # taken out of the log while a flush was under way: nothing to keep
+            return
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self.fd)
+
+    def change_file_suffix(self, new_suffix: str) -> None:
+        """Rename all three files (e.g. to ``.deleted`` or from ``.swap``); fds stay valid.
+
+        The ``.log`` file is renamed last: recovery treats a ``.log.swap`` as the mark of an
+        unfinished swap and rebuilds the indexes, so a crash between renames is harmless.
+        """
+        old_log_path = self.log_path
+        self.file_suffix = new_suffix
+        self.offset_index.rename_to(self._path(INDEX_SUFFIX))
+        self.time_index.rename_to(self._path(TIME_INDEX_SUFFIX))
+        self.log_path = self._path(LOG_SUFFIX)
+        os.replace(old_log_path, self.log_path)
+
+    def mark_deleted(self) -> None:
+        """Taken out of its log: indexes released, files renamed ``*.deleted``.
+
+        The ``.log`` descriptor stays open so fetch slices already handed out remain readable
+        until ``delete_files``. The files' inodes are remembered: a newer segment with the same
+        base offset may be deleted meanwhile and take the same ``.deleted`` names.
+        """
+        self.offset_index.release()
+        self.time_index.release()
+        self.deleted = True
+        self._deleted_files = []
+        for suffix in SEGMENT_SUFFIXES:
+            path = self._path(suffix)
+            target = Path(f"{path}{DELETED_SUFFIX}")
+            try:
+                inode = os.stat(path).st_ino
+                os.replace(path, target)
+            except FileNotFoundError:
+                continue
+            self._deleted_files.append((target, inode))
+        self.log_path = Path(f"{self.log_path}{DELETED_SUFFIX}")
+
+    def delete_files(self) -> None:
+        """Close and unlink the files (those renamed by ``mark_deleted``, or the regular ones)."""
+        if not self.deleted:
+            self.close()
+            for suffix in SEGMENT_SUFFIXES:
+                self._path(suffix).unlink(missing_ok=True)
+            return
+        for path, inode in self._deleted_files:
+            try:
+                if os.stat(path).st_ino == inode:
+                    path.unlink()
+            except FileNotFoundError:
+                pass
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+
+
+def _check_batch(view: memoryview, position: int) -> tuple[BatchHeader | None, str | None]:
+    remaining = len(view) - position
+    if remaining < BATCH_HEADER_SIZE:
+        return None, f"{remaining} trailing bytes are too few for a batch header"
+    try:
+        header = read_batch_header(view, position)
+    except (CorruptMessageError, InvalidRecordError) as error:
+        return None, str(error)
+    if header.size_in_bytes > remaining:
+        return None, f"batch of {header.size_in_bytes} bytes runs past the end of the file"
+    if not batch_crc_is_valid(view, position, header):
+        return None, f"CRC mismatch in batch at base offset {header.base_offset}"
+    return header, None
+
+
+def _write_fully(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
