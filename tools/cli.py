@@ -1,0 +1,45 @@
+"""The ``samsa`` command: one CLI with subcommand groups (``samsa log dump``, ``samsa perf ...``).
+
+Each group lives in its own module exposing ``register(subparsers)``; handlers return an exit
+code: 0 ok, 1 error (what failed and why, in one line), 2 usage (argparse's own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from tools import log_commands, perf_commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="samsa", description="Samsa: a Kafka-compatible log broker")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    groups = parser.add_subparsers(dest="group", metavar="GROUP", required=True)
+    log_commands.register(groups)
+    perf_commands.register(groups)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # the one place a failure becomes a one-line message
+        if args.debug:
+            raise
+        print(f"samsa: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
