@@ -99,33 +99,28 @@ def recovery(directory: Path) -> float:
     return _timed(run)
 
 
-def _drain(server: socket.socket, total: int, done: threading.Event) -> None:
+def _drain(server: socket.socket) -> None:
     connection, _ = server.accept()
-    received = 0
     with connection:
-        while received < total:
-            chunk = connection.recv(4 * MIB)
-            if not chunk:
-                break
-            received += len(chunk)
-    done.set()
+        while connection.recv(4 * MIB):
+            pass
 
 
-def _send_over_loopback(total: int, send: Callable[[socket.socket], None]) -> float:
+def _send_over_loopback(send: Callable[[socket.socket], None]) -> float:
+    """Seconds to ``send`` everything and have the receiver read it all (until EOF)."""
     server = socket.create_server(("127.0.0.1", 0))
-    done = threading.Event()
-    thread = threading.Thread(target=_drain, args=(server, total, done), daemon=True)
+    thread = threading.Thread(target=_drain, args=(server,), daemon=True)
     thread.start()
     client = socket.create_connection(server.getsockname())
     try:
         start = time.perf_counter()
         send(client)
-        done.wait()
+        client.shutdown(socket.SHUT_WR)
+        thread.join()
         return time.perf_counter() - start
     finally:
         client.close()
         server.close()
-        thread.join()
 
 
 def _sendfile_all(sock: socket.socket, fd: int, position: int, length: int) -> None:
@@ -144,7 +139,7 @@ def log_fetch(log: Log, chunk: int) -> float:
             _sendfile_all(sock, piece.fd, piece.position, piece.length)
             offset = _next_offset_after(log, piece)
 
-    return _send_over_loopback(log.size_in_bytes, send)
+    return _send_over_loopback(send)
 
 
 def _next_offset_after(log: Log, piece: FetchSlice) -> int:
@@ -157,8 +152,6 @@ def _next_offset_after(log: Log, piece: FetchSlice) -> int:
 
 
 def raw_fetch(paths: list[Path], chunk: int) -> float:
-    total = sum(path.stat().st_size for path in paths)
-
     def send(sock: socket.socket) -> None:
         for path in paths:
             fd = os.open(path, os.O_RDONLY)
@@ -169,7 +162,7 @@ def raw_fetch(paths: list[Path], chunk: int) -> float:
             finally:
                 os.close(fd)
 
-    return _send_over_loopback(total, send)
+    return _send_over_loopback(send)
 
 
 def run_cases(directory: Path, mib: int, progress: Progress) -> list[dict[str, Any]]:

@@ -738,7 +738,7 @@ class _GroupCleaner:
             # do; a sparser index beats an IndexFullError.
             cleaned.bytes_since_last_index_entry = 0
         cleaned.append(
-            self._pending,
+            [self._pending],
             largest_offset=self._pending_largest_offset,
             largest_timestamp=self._pending_max_timestamp,
             offset_of_max_timestamp=self._pending_offset_of_max_timestamp,

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from itertools import chain, islice, pairwise
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, NoReturn
 
 from storage.errors import (
     CorruptIndexError,
@@ -118,6 +118,8 @@ class AbstractIndex:
         if writable and max_index_size < self.entry_size:
             raise ValueError(f"invalid max index size {max_index_size} for {self._path}")
         self._length, self._entries = self._open()
+        # The last entry, cached by append (the hot path); None means "read it from the map".
+        self._last: tuple[int, int] | None = None
 
     def _open(self) -> tuple[int, int]:
         """Map the file, creating and preallocating it when writable and empty.
@@ -332,6 +334,7 @@ class AbstractIndex:
             start, end = entries * self.entry_size, self._entries * self.entry_size
             self._buffer()[start:end] = bytes(end - start)
         self._entries = entries
+        self._last = None
 
     def resize(self, new_size: int) -> bool:
         """Set the file's length to ``new_size`` rounded down to a whole entry; True if it changed.
@@ -354,6 +357,7 @@ class AbstractIndex:
             os.close(fd)
         self._length = rounded
         self._entries = min(self._entries, self.max_entries)
+        self._last = None
         return True
 
     def trim_to_valid_size(self) -> bool:
@@ -429,6 +433,8 @@ class OffsetIndex(AbstractIndex):
     @property
     def last_offset(self) -> int:
         """The last entry's offset; ``base_offset`` when empty."""
+        if self._last is not None:
+            return self._last[0]
         return self.entry(self._entries - 1).offset if self._entries else self._base_offset
 
     def lookup(self, target_offset: int) -> OffsetPosition:
@@ -447,7 +453,27 @@ class OffsetIndex(AbstractIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add ``offset -> position``; ``offset`` must exceed every indexed offset."""
+        # Hot path (every append past index.interval.bytes): one combined test, then the write.
+        relative = offset - self._base_offset
+        mapped = self._mmap
+        last = self._last
+        if (
+            mapped is None
+            or not self._writable
+            or self._entries >= self._length // 8
+            or (self._entries and (last[0] if last else self.last_offset) >= offset)
+            or not 0 <= relative <= INT32_MAX
+            or not 0 <= position <= INT32_MAX
+        ):
+            self._reject_offset_entry(offset, position)
+        self._entry_codec.pack_into(mapped, self._entries * 8, relative, position)
+        self._entries += 1
+        self._last = (offset, position)
+
+    def _reject_offset_entry(self, offset: int, position: int) -> NoReturn:
+        """Raise the precise error for an entry ``append`` cannot take."""
         self._check_writable()
+        self._buffer()
         if self.is_full():
             raise IndexFullError(
                 f"cannot append to full index {self._path} ({self._entries} entries)"
@@ -457,13 +483,8 @@ class OffsetIndex(AbstractIndex):
                 f"cannot append offset {offset} to index {self._path} at slot {self._entries}: "
                 f"not greater than the last offset {self.last_offset}"
             )
-        relative = self._to_relative(offset)
-        if not 0 <= position <= INT32_MAX:
-            raise ValueError(f"position {position} does not fit index {self._path} (int32)")
-        self._entry_codec.pack_into(
-            self._buffer(), self._entries * self.entry_size, relative, position
-        )
-        self._entries += 1
+        self._to_relative(offset)
+        raise ValueError(f"position {position} does not fit index {self._path} (int32)")
 
     def _check_entries(self) -> None:
         if not self._entries:
@@ -494,6 +515,8 @@ class TimeIndex(AbstractIndex):
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry; ``(NO_TIMESTAMP, base_offset)`` when empty."""
+        if self._last is not None:
+            return TimestampOffset(*self._last)
         if self._entries:
             return self.entry(self._entries - 1)
         return TimestampOffset(NO_TIMESTAMP, self._base_offset)
@@ -536,6 +559,7 @@ class TimeIndex(AbstractIndex):
             self._buffer(), self._entries * self.entry_size, timestamp, relative
         )
         self._entries += 1
+        self._last = (timestamp, offset)
         return True
 
     def _check_entries(self) -> None:

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import bisect
 import logging
+import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, NoReturn, TypeVar
 
 from protocol.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
 from protocol.records import (
@@ -65,6 +66,9 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 
 T = TypeVar("T")
 
+# The first 16 bytes of a batch: base offset, batch length, partition leader epoch (not CRC'd).
+_PREFIX = struct.Struct(">qii")
+
 
 @dataclass
 class DirectoryHealth:
@@ -78,8 +82,9 @@ class DirectoryHealth:
             raise KafkaStorageError(f"log directory {self.path} is offline: {self.offline_reason}")
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """What an append did. A NamedTuple, not a frozen dataclass: built once per produce."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -108,7 +113,7 @@ class Log:
         health: DirectoryHealth | None = None,
     ) -> None:
         self.directory = directory
-        self.config = config
+        self.config = config  # the setter also prepares the validation rules
         self.clock = clock
         self.health = health or DirectoryHealth(directory.parent)
         self.topic, self.partition = parse_topic_partition(directory.name)
@@ -253,53 +258,89 @@ class Log:
         try:
             return action()
         except OSError as error:
-            self.health.offline_reason = f"{type(error).__name__}: {error}"
-            logger.error("I/O error in %s; log directory goes offline: %s", self.directory, error)
-            raise KafkaStorageError(f"I/O error in {self.directory}: {error}") from error
+            self._go_offline(error)
+
+    def _go_offline(self, error: OSError) -> NoReturn:
+        self.health.offline_reason = f"{type(error).__name__}: {error}"
+        logger.error("I/O error in %s; log directory goes offline: %s", self.directory, error)
+        raise KafkaStorageError(f"I/O error in {self.directory}: {error}") from error
 
     # -- appending ----------------------------------------------------------------------------
 
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """A topic config change: takes effect from the next append."""
+        self._config = config
+        self._client_rules = self.validation_rules(from_client=True)
+        self._replica_rules = self.validation_rules(from_client=False)
+
     def validation_rules(self, *, from_client: bool = True) -> ValidationRules:
         return ValidationRules(
-            max_message_bytes=self.config.max_message_bytes,
+            max_message_bytes=self._config.max_message_bytes,
             from_client=from_client,
-            require_keys=self.config.compact and from_client,
+            require_keys=self._config.compact and from_client,
             timestamp_type=self._timestamp_type(),
-            timestamp_before_max_ms=self.config.message_timestamp_before_max_ms,
-            timestamp_after_max_ms=self.config.message_timestamp_after_max_ms,
+            timestamp_before_max_ms=self._config.message_timestamp_before_max_ms,
+            timestamp_after_max_ms=self._config.message_timestamp_after_max_ms,
         )
 
     def _timestamp_type(self) -> TimestampType:
-        if self.config.message_timestamp_type == "LogAppendTime":
+        if self._config.message_timestamp_type == "LogAppendTime":
             return TimestampType.LOG_APPEND_TIME
         return TimestampType.CREATE_TIME
 
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0
     ) -> AppendResult:
-        """Validate client batches, assign offsets from the LEO, stamp the leader epoch, append."""
+        """Validate client batches, assign offsets from the LEO, stamp the leader epoch, append.
+
+        Zero-copy: each batch is written as a new 16-byte prefix (base offset, batch length,
+        leader epoch; none of them under the CRC) followed by the client's bytes after it.
+        LogAppendTime topics change the CRC-covered max timestamp, so they take a copy.
+        """
         self.health.check()
         now_ms = self.clock.milliseconds()
-        validated = validate_batches(records, self.validation_rules(), now_ms=now_ms)
+        rules = self._client_rules
+        validated = validate_batches(records, rules, now_ms=now_ms)
+        if rules.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            return self._append_with_log_append_time(records, validated, leader_epoch, now_ms)
+        view = memoryview(records)
+        parts: list[bytes | memoryview] = []
+        base_offsets: list[int] = []
+        next_offset = self.log_end_offset
+        for position, header in zip(validated.positions, validated.headers, strict=True):
+            parts.append(_PREFIX.pack(next_offset, header.batch_length, leader_epoch))
+            parts.append(view[position + _PREFIX.size : position + header.size_in_bytes])
+            base_offsets.append(next_offset)
+            next_offset += header.last_offset_delta + 1
+        return self._append(parts, len(view), validated, base_offsets, -1)
+
+    def _append_with_log_append_time(
+        self,
+        records: bytes | bytearray | memoryview,
+        validated: ValidatedBatches,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> AppendResult:
         buffer = bytearray(records)
-        log_append_time = now_ms if self._timestamp_type() == TimestampType.LOG_APPEND_TIME else -1
         base_offsets: list[int] = []
         next_offset = self.log_end_offset
         for position, header in zip(validated.positions, validated.headers, strict=True):
             set_base_offset(buffer, position, next_offset)
             set_partition_leader_epoch(buffer, position, leader_epoch)
-            if log_append_time >= 0:
-                set_log_append_time(buffer, position, log_append_time)
+            set_log_append_time(buffer, position, now_ms)
             base_offsets.append(next_offset)
             next_offset += header.last_offset_delta + 1
-        return self._append(buffer, validated, base_offsets, log_append_time)
+        return self._append([buffer], len(buffer), validated, base_offsets, now_ms)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry offsets (replication, the cleaner's tests)."""
         self.health.check()
-        validated = validate_batches(
-            records, self.validation_rules(from_client=False), now_ms=self.clock.milliseconds()
-        )
+        validated = validate_batches(records, self._replica_rules, now_ms=self.clock.milliseconds())
         first = validated.headers[0].base_offset
         if first < self.log_end_offset:
             raise InvalidRecordError(
@@ -310,41 +351,44 @@ class Log:
             if header.base_offset <= previous:
                 raise InvalidRecordError(f"offsets out of order at base offset {header.base_offset}")
             previous = header.last_offset
-        return self._append(records, validated, [h.base_offset for h in validated.headers], -1)
+        base_offsets = [header.base_offset for header in validated.headers]
+        return self._append([records], len(records), validated, base_offsets, -1)
 
     def _append(
         self,
-        buffer: bytes | bytearray | memoryview,
+        parts: Sequence[bytes | bytearray | memoryview],
+        size: int,
         validated: ValidatedBatches,
         base_offsets: list[int],
         log_append_time: int,
     ) -> AppendResult:
         headers = validated.headers
-        first_offset = base_offsets[0]
         last_offset = base_offsets[-1] + headers[-1].last_offset_delta
         max_timestamp, offset_of_max = _max_timestamp(headers, base_offsets, log_append_time)
-        rolled = self._maybe_roll(len(buffer), max_timestamp, last_offset)
-        self._guard(
-            lambda: self.active_segment.append(
-                buffer,
+        rolled = self._maybe_roll(size, max_timestamp, last_offset)
+        self.health.check()
+        try:
+            self.active_segment.append(
+                parts,
                 largest_offset=last_offset,
                 largest_timestamp=max_timestamp,
                 offset_of_max_timestamp=offset_of_max,
                 first_batch_timestamp=max(headers[0].max_timestamp, log_append_time),
             )
-        )
+        except OSError as error:
+            self._go_offline(error)
         self.log_end_offset = last_offset + 1
         return AppendResult(
-            first_offset=first_offset,
-            last_offset=last_offset,
-            max_timestamp=max_timestamp,
-            offset_of_max_timestamp=offset_of_max,
-            log_append_time_ms=log_append_time,
-            log_start_offset=self.log_start_offset,
-            records_count=validated.records_count,
-            size_in_bytes=len(buffer),
-            rolled=rolled,
-            flush_due=self.unflushed_messages >= self.config.flush_messages,
+            base_offsets[0],
+            last_offset,
+            max_timestamp,
+            offset_of_max,
+            log_append_time,
+            self.log_start_offset,
+            validated.records_count,
+            size,
+            rolled,
+            self.log_end_offset - self.recovery_point >= self._config.flush_messages,
         )
 
     def _maybe_roll(self, append_bytes: int, max_timestamp: int, largest_offset: int) -> bool:
@@ -640,7 +684,7 @@ def parse_topic_partition(name: str) -> tuple[str, int]:
 
 
 def _max_timestamp(
-    headers: tuple[BatchHeader, ...], base_offsets: list[int], log_append_time: int
+    headers: Sequence[BatchHeader], base_offsets: list[int], log_append_time: int
 ) -> tuple[int, int]:
     """The largest batch max timestamp and the last offset of the (first) batch holding it."""
     if log_append_time >= 0:
