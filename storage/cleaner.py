@@ -46,12 +46,10 @@ rename of the ``.log`` file leaves the old segments; after it, the new one.
 Files: ``<log.dir>/cleaner-offset-checkpoint`` (Kafka's name and text format: ``topic partition
 offset`` per compacted log), written after every cleaning.
 
-Memory: the offset map is bounded by entries, sized from a byte budget with Kafka's accounting
-(16-byte digest + 8-byte offset per slot, ``log.cleaner.io.buffer.load.factor`` of the slots
-used). A CPython dict entry with two ints costs about 5x that (~120 bytes, measured), so a full
-map takes about five times the budget: ~600 MB at the 128 MiB default, reached only with ~5 million
-distinct keys in one dirty section (the dict grows as keys arrive). Segment data is read in 1 MiB
-chunks.
+Memory: the offset map is bounded by entries, sized from a byte budget at the measured CPython
+cost of an entry (~120 bytes; ``log.cleaner.io.buffer.load.factor`` of the slots used), so the
+128 MiB default holds ~1 million distinct keys per round (the dict grows as keys arrive).
+Segment data is read in 1 MiB chunks.
 
 Owner: one cleaner, run by the log manager off the event loop. ``clean`` only reads segments
 below the first uncleanable offset and changes the log only through ``Log.replace_segments``; the
@@ -100,6 +98,8 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
 DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 KAFKA_BYTES_PER_ENTRY = 24  # SkimpyOffsetMap: 16-byte MD5 digest + 8-byte offset
+# What one entry really costs here (dict slot + 128-bit int + offset int), measured.
+PYTHON_BYTES_PER_ENTRY = 120
 INT32_MAX = 2**31 - 1
 _READ_CHUNK_BYTES = 1024 * 1024
 
@@ -113,9 +113,10 @@ class OffsetMap:
     """Key -> latest offset, keyed by the 128-bit MurmurHash3 digest of the key.
 
     Bounded by ``max_entries = int(memory_bytes // bytes_per_entry * load_factor)``. The default
-    ``bytes_per_entry`` is Kafka's (24), so a given ``log.cleaner.dedupe.buffer.size`` holds as
-    many keys per round as in Kafka; each entry really costs ~120 bytes in CPython (dict slot, a
-    128-bit int, an offset int; pass ``bytes_per_entry=120`` for a budget of real bytes). Two keys
+    ``bytes_per_entry`` is what an entry really costs in CPython (~120 bytes: dict slot, a 128-bit
+    int, an offset int), so ``log.cleaner.dedupe.buffer.size`` is a budget of real bytes; it
+    holds a fifth of the keys Kafka's 24-byte slots would (pass ``KAFKA_BYTES_PER_ENTRY`` for
+    Kafka's count). Two keys
     with the same digest would count as one key; with 128 bits that is as unlikely as with Kafka's
     MD5.
     """
@@ -125,7 +126,7 @@ class OffsetMap:
         memory_bytes: int = DEFAULT_DEDUPE_BUFFER_SIZE,
         *,
         load_factor: float = DEFAULT_LOAD_FACTOR,
-        bytes_per_entry: int = KAFKA_BYTES_PER_ENTRY,
+        bytes_per_entry: int = PYTHON_BYTES_PER_ENTRY,
     ) -> None:
         self.slots = memory_bytes // bytes_per_entry
         self.max_entries = int(self.slots * load_factor)

@@ -25,8 +25,17 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from protocol.errors import KafkaStorageError
+from protocol.errors import KafkaError, KafkaStorageError
 from storage.checkpoint import OffsetCheckpointFile
+from storage.cleaner import (
+    Cleaner,
+    CleanerStats,
+    OffsetMap,
+    cleanable_logs,
+    cleaner_checkpoint_file,
+    remove_cleaner_checkpoint,
+    truncate_cleaner_checkpoint,
+)
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.log import DirectoryHealth, Log, parse_topic_partition
@@ -50,6 +59,7 @@ class LogManager:
         clock: Clock,
         topic_config: Callable[[str], LogConfig] | None = None,
         recovery_threads_per_dir: int = 2,
+        cleaner_dedupe_buffer_bytes: int = 128 * 1024 * 1024,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -60,6 +70,10 @@ class LogManager:
         self._threads = recovery_threads_per_dir
         self.health = {d: DirectoryHealth(d) for d in self.log_dirs}
         self.logs: dict[TopicPartition, Log] = {}
+        self.cleaner = Cleaner(offset_map=OffsetMap(cleaner_dedupe_buffer_bytes))
+        # Logs whose cleaning failed (corrupt data): skipped until restart, as Kafka's
+        # "uncleanable partitions".
+        self.uncleanable: set[TopicPartition] = set()
 
     # -- start-up -----------------------------------------------------------------------------
 
@@ -149,6 +163,7 @@ class LogManager:
         if log is None:
             return False
         log.close()
+        remove_cleaner_checkpoint(log.directory.parent, (topic, partition))
         target = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         log.directory.rename(target)
         shutil.rmtree(target, ignore_errors=True)
@@ -172,6 +187,46 @@ class LogManager:
 
     def purge_deleted(self) -> int:
         return sum(log.purge_deleted_segments() for log in self._online_logs())
+
+    def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
+        """Truncate a log (replication) and pull its cleaner checkpoint back with it."""
+        log = self.logs[(topic, partition)]
+        truncated = log.truncate_to(offset)
+        if truncated:
+            truncate_cleaner_checkpoint(log.directory.parent, (topic, partition), offset)
+        return truncated
+
+    def clean_dirtiest_log(
+        self, high_watermarks: dict[TopicPartition, int] | None = None
+    ) -> CleanerStats | None:
+        """One cleaner round on the compacted log most in need of it; None when none is."""
+        now_ms = self.clock.milliseconds()
+        for directory in self.log_dirs:
+            if self.health[directory].offline_reason is not None:
+                continue
+            logs = [
+                log for key, log in self._online_items()
+                if log.directory.parent == directory and key not in self.uncleanable
+            ]
+            checkpoints = cleaner_checkpoint_file(directory).read()
+            candidates = cleanable_logs(
+                logs, now_ms=now_ms, checkpoints=checkpoints, high_watermarks=high_watermarks
+            )
+            if candidates:
+                return self._clean(candidates[0].log, now_ms, high_watermarks)
+        return None
+
+    def _clean(
+        self, log: Log, now_ms: int, high_watermarks: dict[TopicPartition, int] | None
+    ) -> CleanerStats | None:
+        key = (log.topic, log.partition)
+        high_watermark = None if high_watermarks is None else high_watermarks.get(key)
+        try:
+            return self.cleaner.clean(log, now_ms=now_ms, high_watermark=high_watermark)
+        except KafkaError as error:
+            logger.error("cleaning %s-%d failed; it is skipped until restart: %s", *key, error)
+            self.uncleanable.add(key)
+            return None
 
     def checkpoint(self) -> None:
         """Write both offset checkpoints for every online directory (temp + fsync + rename)."""

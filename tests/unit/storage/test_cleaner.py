@@ -200,7 +200,7 @@ def test_cleaning_matches_the_model(
 
     cleaner = Cleaner()
     if map_entries is not None:
-        cleaner = Cleaner(offset_map=OffsetMap(24 * map_entries, load_factor=1.0))
+        cleaner = Cleaner(offset_map=OffsetMap(24 * map_entries, load_factor=1.0, bytes_per_entry=24))
     stats = cleaner.clean(log, now_ms=clock.now_ms, high_watermark=high_watermark)
     while stats.end_offset < uncleanable:  # the map filled up: more rounds
         previous = stats.end_offset
@@ -516,7 +516,7 @@ def test_checkpoint_beyond_the_log_end_resets_to_the_log_start(tmp_path: Path) -
 
 
 def test_offset_map_is_bounded() -> None:
-    offset_map = OffsetMap(24 * 4, load_factor=0.75)
+    offset_map = OffsetMap(24 * 4, load_factor=0.75, bytes_per_entry=24)
     assert (offset_map.slots, offset_map.max_entries) == (4, 3)
     assert all(offset_map.put(k, i) for i, k in enumerate([b"a", b"b", b"c"]))
     assert not offset_map.put(b"d", 3)
@@ -524,7 +524,7 @@ def test_offset_map_is_bounded() -> None:
     assert (offset_map.get(b"a"), offset_map.get(b"d"), len(offset_map)) == (4, -1, 3)
     assert offset_map.latest_offset == 4
     with pytest.raises(ValueError):
-        OffsetMap(23)
+        OffsetMap(23, bytes_per_entry=24)
 
 
 def build_busy_log(root: Path, clock: ManualClock) -> Log:
@@ -543,7 +543,7 @@ def test_a_small_offset_map_cleans_in_several_rounds_to_the_same_result(tmp_path
     reference = build_busy_log(tmp_path / "one", clock)
     Cleaner().clean(reference, now_ms=clock.now_ms)
     log = build_busy_log(tmp_path / "many", ManualClock())
-    cleaner = Cleaner(offset_map=OffsetMap(24 * 5, load_factor=1.0))
+    cleaner = Cleaner(offset_map=OffsetMap(24 * 5, load_factor=1.0, bytes_per_entry=24))
     ends: list[int] = []
     while not ends or ends[-1] < log.active_segment.base_offset:
         ends.append(cleaner.clean(log, now_ms=clock.now_ms).end_offset)
