@@ -1,9 +1,16 @@
-"""Test helpers for storage: simulate a crash (no flush, no trim, no clean-shutdown work)."""
+"""Test helpers for storage: simulate a crash (no flush, no trim, no clean-shutdown work), build
+batches, and read segment files independently of the storage code."""
 
 from __future__ import annotations
 
 import os
+import struct
+from dataclasses import dataclass
 
+import crc32c
+
+from protocol.compression import CompressionType
+from protocol.records import Record, encode_batch
 from storage.log import Log
 from storage.segment import LogSegment
 
@@ -24,3 +31,86 @@ def crash(log: Log) -> None:
         abandon_segment(segment)
     for pending in log._pending_deletes:
         abandon_segment(pending.segment)
+
+
+# -- batches and an independent reader of segment files -------------------------------------------
+#
+# ``valid_prefix`` re-implements the recovery rules (Kafka's ``LogSegment.recover``) with struct
+# and crc32c only, so crash tests compare the storage code with an oracle that shares none of it.
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER_SIZE = 61
+_MIN_BATCH_LENGTH = _HEADER_SIZE - 12
+_INT32_MAX = 2**31 - 1
+
+
+def client_batch(
+    values: list[bytes],
+    *,
+    timestamp: int,
+    compression: CompressionType = CompressionType.NONE,
+    headers: tuple[tuple[str, bytes | None], ...] = (),
+) -> bytes:
+    """A batch as a producer sends it (base offset 0), keys ``k0``, ``k1``, ..."""
+    records = [
+        Record(offset=i, timestamp=timestamp + i, key=b"k%d" % i, value=value, headers=headers)
+        for i, value in enumerate(values)
+    ]
+    return encode_batch(records, base_offset=0, compression=compression)
+
+
+def as_stored(batch: bytes, base_offset: int, leader_epoch: int = 0) -> bytes:
+    """``batch`` as ``append_as_leader`` stores it: base offset and leader epoch rewritten."""
+    stored = bytearray(batch)
+    struct.pack_into(">q", stored, 0, base_offset)
+    struct.pack_into(">i", stored, 12, leader_epoch)
+    return bytes(stored)
+
+
+@dataclass(frozen=True)
+class RawBatch:
+    position: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    data: bytes
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+def valid_prefix(data: bytes, segment_base: int) -> list[RawBatch]:
+    """The batches recovery keeps: stops at the first short, malformed, CRC-failing batch, or one
+    whose offsets do not follow the previous batch or do not fit the segment."""
+    batches: list[RawBatch] = []
+    position, previous_last = 0, segment_base - 1
+    while len(data) - position >= _HEADER_SIZE:
+        fields = _HEADER.unpack_from(data, position)
+        base, length, magic, crc, delta, max_timestamp = (
+            fields[0], fields[1], fields[3], fields[4], fields[6], fields[8]
+        )
+        size = length + 12
+        if magic != 2 or length < _MIN_BATCH_LENGTH or fields[12] < 0 or position + size > len(data):
+            break
+        if crc32c.crc32c(data[position + 21 : position + size]) != crc:
+            break
+        last = base + delta
+        if base <= previous_last or not 0 <= last - segment_base <= _INT32_MAX:
+            break
+        batches.append(RawBatch(position, base, last, max_timestamp, data[position : position + size]))
+        previous_last, position = last, position + size
+    return batches
+
+
+def break_fd(fd: int) -> None:
+    """Make ``fd`` fail every write behind its owner's back, as a dying disk would.
+
+    Unlike ``os.close(fd)`` the descriptor number stays taken (a read-only description of
+    /dev/null), so a later open cannot reuse it and receive writes meant for the segment.
+    """
+    read_only = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(read_only, fd)
+    finally:
+        os.close(read_only)
