@@ -82,7 +82,7 @@ def _checked_topic(topic: str) -> str:
     return topic
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -131,7 +131,7 @@ class CheckpointFile(Generic[T]):
             temp.flush()
             os.fsync(temp.fileno())
         os.replace(self.temp_path, self.path)
-        _fsync_directory(self.path.parent)
+        fsync_directory(self.path.parent)
 
     def read(self) -> list[T]:
         """The entries in file order; [] if the file is missing or empty."""

@@ -82,7 +82,7 @@ from protocol.records import (
     encode_batch,
     read_batch_header,
 )
-from storage.checkpoint import OffsetCheckpointFile
+from storage.checkpoint import OffsetCheckpointFile, fsync_directory
 from storage.log import Log
 from storage.segment import (
     CLEANED_SUFFIX,
@@ -670,7 +670,7 @@ class _GroupCleaner:
             cleaned.delete_files()  # Kafka's deleteIfExists on an aborted cleaning
             raise
         cleaned.change_file_suffix(SWAP_SUFFIX)
-        _fsync_directory(self.log.directory)
+        fsync_directory(self.log.directory)
         step(CleaningStep.SWAP_RENAMED, cleaned)
         self.log.replace_segments(cleaned, self.group)
         step(CleaningStep.SEGMENTS_REPLACED, cleaned)
@@ -850,11 +850,3 @@ def _segment_batches(
             data = memoryview(os.pread(segment.fd, consumed, position))
             yield position, header, data
         position += consumed
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
