@@ -122,17 +122,19 @@ class AbstractIndex:
         self._last: tuple[int, int] | None = None
 
     def _open(self) -> tuple[int, int]:
-        """Map the file, creating and preallocating it when writable and empty.
+        """Map the file, creating and preallocating it when writable and new (as Kafka).
 
         Returns (length, entries): a preallocated file has no entries yet; a file that had
-        bytes is taken to be trimmed, so all of it is entries.
+        bytes is taken to be trimmed, so all of it is entries. An existing empty file stays
+        empty (a trimmed index of a segment without entries); the log re-grows the active one.
         """
+        created = self._writable and not self._path.exists()
         flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
         fd = os.open(self._path, flags, 0o644)
         try:
             length = os.fstat(fd).st_size
             entries = length // self.entry_size
-            if self._writable and length == 0:
+            if created:
                 length, entries = self._round_down(self._max_index_size), 0
                 os.ftruncate(fd, length)  # sparse, like Kafka's RandomAccessFile.setLength
             self._mmap = self._map(fd, length)

@@ -7,6 +7,7 @@ known, the offset.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 from collections.abc import Callable, Iterator
@@ -133,19 +134,35 @@ def _decode(
 
 
 def read_offset_index(path: Path) -> list[tuple[int, int]]:
-    index = OffsetIndex(path, parse_base_offset(path.name), writable=False)
+    """The used entries of an ``.index``: up to the first unused (zero) slot, as
+    kafka-dump-log reads a live, preallocated index."""
+    base = parse_base_offset(path.name)
+    index = OffsetIndex(path, base, writable=False)
     try:
-        return [tuple(index.entry(n)) for n in range(index.entries)]  # type: ignore[misc]
+        entries = [(entry[0], entry[1]) for entry in map(index.entry, range(index.entries))]
     finally:
         index.close()
+    return _used(entries, lambda entry: entry == (base, 0))
 
 
 def read_time_index(path: Path) -> list[tuple[int, int]]:
-    index = TimeIndex(path, parse_base_offset(path.name), writable=False)
+    """The used entries of a ``.timeindex`` (up to the first unused slot)."""
+    base = parse_base_offset(path.name)
+    index = TimeIndex(path, base, writable=False)
     try:
-        return [tuple(index.entry(n)) for n in range(index.entries)]  # type: ignore[misc]
+        entries = [(entry[0], entry[1]) for entry in map(index.entry, range(index.entries))]
     finally:
         index.close()
+    return _used(entries, lambda entry: entry == (0, base))
+
+
+def _used(
+    entries: list[tuple[int, int]], unused: Callable[[tuple[int, int]], bool]
+) -> list[tuple[int, int]]:
+    for position, entry in enumerate(entries):
+        if position > 0 and unused(entry):
+            return entries[:position]
+    return entries
 
 
 def verify_partition_directory(directory: Path) -> list[Problem]:
@@ -194,22 +211,28 @@ def _entries(
     if not path.exists():
         problems.append(Problem(path, None, None, "index file is missing"))
         return []
+    if path.stat().st_size % (8 if path.name.endswith(INDEX_SUFFIX) else 12):
+        problems.append(Problem(path, None, None, "length is not a whole number of entries"))
+        return []
     try:
-        _sanity(path)
-        return reader(path)
+        entries = reader(path)
     except (StorageError, OSError, ValueError) as error:
         problems.append(Problem(path, None, None, str(error)))
         return []
+    problems.extend(_order_problems(path, entries))
+    return entries
 
 
-def _sanity(path: Path) -> None:
-    base = parse_base_offset(path.name)
-    index_class = OffsetIndex if path.name.endswith(INDEX_SUFFIX) else TimeIndex
-    index = index_class(path, base, writable=False)
-    try:
-        index.sanity_check()
-    finally:
-        index.close()
+def _order_problems(path: Path, entries: list[tuple[int, int]]) -> list[Problem]:
+    """Offset index: offsets strictly increase. Time index: timestamps strictly increase and
+    offsets never decrease (what appends guarantee)."""
+    is_offset_index = path.name.endswith(INDEX_SUFFIX)
+    for (first, second), (next_first, next_second) in itertools.pairwise(entries):
+        if is_offset_index and next_first <= first:
+            return [Problem(path, None, next_first, "index offsets do not increase")]
+        if not is_offset_index and (next_first <= first or next_second < second):
+            return [Problem(path, None, next_second, "time index entries are out of order")]
+    return []
 
 
 def partition_directories(root: Path) -> Iterator[Path]:

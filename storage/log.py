@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, NoReturn, TypeVar
 
-from protocol.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
+from protocol.errors import (
+    CorruptMessageError,
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
 from protocol.records import (
     BatchHeader,
     TimestampType,
@@ -159,12 +164,30 @@ class Log:
             self._recover_from(recovery_point)
         if not self._segments:
             self._add_segment(self._new_segment(log_start_offset))
-        self.log_end_offset = self.active_segment.next_offset()
+        self.log_end_offset = self._active_next_offset()
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = self.log_end_offset
+        if self.log_start_offset > self.log_end_offset:
+            # Recovery lost offsets the checkpoint says were already handed out: never hand
+            # them out again; restart the log, empty, at the log start offset (as Kafka).
+            logger.warning(
+                "%s: log start offset %d is past the recovered end %d; restarting the log there",
+                self.directory.name, self.log_start_offset, self.log_end_offset,
+            )
+            self.truncate_fully_and_start_at(self.log_start_offset)
+            self.purge_deleted_segments(force=True)
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
         self._load_rolling_timestamp(self.active_segment)
+
+    def _active_next_offset(self) -> int:
+        """The LEO from the active segment; an unreadable tail (damage after a clean shutdown)
+        is recovered rather than stopping the whole directory from loading."""
+        segment = self.active_segment
+        try:
+            return segment.next_offset()
+        except (CorruptMessageError, InvalidRecordError) as error:
+            self._recover_segment(segment, f"unreadable batch after a clean shutdown ({error})")
+            return segment.next_offset()
 
     def _discover_base_offsets(self) -> list[int]:
         names = (path.name for path in self.directory.iterdir())
@@ -365,7 +388,7 @@ class Log:
         headers = validated.headers
         last_offset = base_offsets[-1] + headers[-1].last_offset_delta
         max_timestamp, offset_of_max = _max_timestamp(headers, base_offsets, log_append_time)
-        rolled = self._maybe_roll(size, max_timestamp, last_offset)
+        rolled = self._maybe_roll(size, max_timestamp, base_offsets[0], last_offset)
         self.health.check()
         try:
             self.active_segment.append(
@@ -391,7 +414,9 @@ class Log:
             self.log_end_offset - self.recovery_point >= self._config.flush_messages,
         )
 
-    def _maybe_roll(self, append_bytes: int, max_timestamp: int, largest_offset: int) -> bool:
+    def _maybe_roll(
+        self, append_bytes: int, max_timestamp: int, first_offset: int, largest_offset: int
+    ) -> bool:
         segment = self.active_segment
         if not segment.should_roll(
             segment_bytes=self.config.segment_bytes,
@@ -401,19 +426,26 @@ class Log:
             largest_offset=largest_offset,
         ):
             return False
-        self.roll()
+        # A follower's batch may start far past the LEO (offsets lost to compaction): the new
+        # segment starts at the batch, as Kafka's max(first offset, LEO).
+        self.roll(max(first_offset, self.log_end_offset))
         return True
 
-    def roll(self) -> LogSegment:
-        """Start a new active segment at the log end offset (reused when already empty there)."""
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``base_offset`` (default: the log end offset).
+
+        An empty active segment at that offset is reused.
+        """
+        self.health.check()
+        base = self.log_end_offset if base_offset is None else max(base_offset, self.log_end_offset)
         active = self.active_segment
-        if active.size == 0 and active.base_offset == self.log_end_offset:
+        if active.size == 0 and active.base_offset == base:
             return active
 
         def do_roll() -> LogSegment:
             with self._lock:
                 active.on_become_inactive()
-                segment = self._new_segment(self.log_end_offset)
+                segment = self._new_segment(base)
                 self._add_segment(segment)
                 return segment
 
@@ -516,6 +548,7 @@ class Log:
 
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``up_to_offset`` (default: the LEO)."""
+        self.health.check()
         target = self.log_end_offset if up_to_offset is None else up_to_offset
         if target <= self.recovery_point:
             return
@@ -539,6 +572,7 @@ class Log:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and above ``offset`` (a batch boundary); True if anything went."""
+        self.health.check()
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
@@ -598,6 +632,7 @@ class Log:
 
     def increment_log_start_offset(self, new_offset: int) -> bool:
         """DeleteRecords: raise the log start offset (segments below it go at next retention)."""
+        self.health.check()
         if new_offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"cannot delete records up to {new_offset}: log end offset is {self.log_end_offset}"

@@ -38,6 +38,7 @@ from storage.cleaner import (
 )
 from storage.clock import Clock
 from storage.config import LogConfig
+from storage.errors import CorruptCheckpointError
 from storage.log import DirectoryHealth, Log, parse_topic_partition
 
 logger = logging.getLogger("samsa.storage.log_manager")
@@ -88,8 +89,10 @@ class LogManager:
     def _load_directory(self, directory: Path) -> dict[TopicPartition, Log]:
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
-        recovery_points = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).read()
-        start_offsets = OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).read()
+        recovery_points = _read_or_forget(directory / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = _read_or_forget(directory / LOG_START_OFFSET_CHECKPOINT)
+        if recovery_points is None:
+            clean = False  # no trustworthy recovery points: scan every segment
         partition_dirs = list(self._partition_directories(directory))
         if not clean and partition_dirs:
             logger.warning("%s was not shut down cleanly: recovering its logs", directory)
@@ -100,8 +103,8 @@ class LogManager:
                 path,
                 self._topic_config(key[0]),
                 clock=self.clock,
-                recovery_point=recovery_points.get(key, 0),
-                log_start_offset=start_offsets.get(key, 0),
+                recovery_point=(recovery_points or {}).get(key, 0),
+                log_start_offset=(start_offsets or {}).get(key, 0),
                 had_clean_shutdown=clean,
                 health=self.health[directory],
             )
@@ -255,3 +258,16 @@ class LogManager:
 
     def _online_logs(self) -> list[Log]:
         return [log for _, log in self._online_items()]
+
+
+def _read_or_forget(path: Path) -> dict[TopicPartition, int] | None:
+    """A checkpoint's entries; None (logged with file and line) when it is corrupt.
+
+    As Kafka: a corrupt recovery-point checkpoint costs a full recovery scan, a corrupt
+    log-start-offset checkpoint makes each log start at its first segment. Neither loses data.
+    """
+    try:
+        return OffsetCheckpointFile(path).read()
+    except CorruptCheckpointError as error:
+        logger.warning("ignoring %s; falling back to what the segments say", error)
+        return None

@@ -60,6 +60,7 @@ def clean_partition_directory(directory: Path) -> DirectoryCleanup:
             _remove(path, outcome)
         elif name.endswith(SWAP_SUFFIX):
             swaps.append(path)
+    _remove_orphaned_indexes(directory, outcome)
     min_cleaned = min(cleaned_bases, default=None)
     for path in swaps:
         base = _base_offset(path.name)
@@ -70,6 +71,15 @@ def clean_partition_directory(directory: Path) -> DirectoryCleanup:
             _complete_swap(directory, path, base)
             outcome.completed_swaps.append(base)
     return outcome
+
+
+def _remove_orphaned_indexes(directory: Path, outcome: DirectoryCleanup) -> None:
+    """Index files whose ``.log`` is gone (a crash while a segment was being renamed)."""
+    logs = {path.name[: -len(LOG_SUFFIX)] for path in directory.glob(f"*{LOG_SUFFIX}")}
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for path in directory.glob(f"*{suffix}"):
+            if path.name[: -len(suffix)] not in logs:
+                _remove(path, outcome)
 
 
 def _complete_swap(directory: Path, swap_log: Path, base: int) -> None:

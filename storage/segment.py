@@ -155,10 +155,10 @@ class LogSegment:
         Returns the position they start at. One ``pwritev`` call: the parts are never joined.
         """
         position = self.size
+        self._check_relative(largest_offset)
         length = _write_fully(self.fd, parts, position)
         if length == 0:
             return position
-        self._check_relative(largest_offset)
         self.size = position + length
         if self.rolling_based_timestamp is None and position == 0:
             self.rolling_based_timestamp = first_batch_timestamp
@@ -363,7 +363,10 @@ class LogSegment:
             if header.max_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = header.max_timestamp
                 self.offset_of_max_timestamp_so_far = header.last_offset
-            if position - last_index_position > self.index_interval_bytes:
+            # Appends index once per append, recovery once per batch: a segment rolled for a
+            # full index may need more slots now; a sparser index is still a correct one.
+            indexes_full = self.offset_index.is_full() or self.time_index.is_full()
+            if position - last_index_position > self.index_interval_bytes and not indexes_full:
                 self.offset_index.append(header.last_offset, position)
                 self.time_index.append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import crc32c
+import pytest
 
 from protocol.compression import CompressionType
 from protocol.records import Record, encode_batch
@@ -31,6 +33,24 @@ def crash(log: Log) -> None:
         abandon_segment(segment)
     for pending in log._pending_deletes:
         abandon_segment(pending.segment)
+
+
+def release_opened_logs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fixture body (``pytest.fixture(autouse=True)(release_opened_logs)``): every ``Log`` opened
+    during the test, directly or by a LogManager, is released afterwards as by ``crash``, so tests
+    that leave logs open or offline leak no file descriptors."""
+    opened: list[Log] = []
+    open_log = Log.open
+
+    def tracking_open(*args: object, **kwargs: object) -> Log:
+        log = open_log(*args, **kwargs)  # type: ignore[arg-type]
+        opened.append(log)
+        return log
+
+    monkeypatch.setattr(Log, "open", tracking_open)
+    yield
+    for log in opened:
+        crash(log)
 
 
 # -- batches and an independent reader of segment files -------------------------------------------
@@ -91,14 +111,16 @@ def valid_prefix(data: bytes, segment_base: int) -> list[RawBatch]:
             fields[0], fields[1], fields[3], fields[4], fields[6], fields[8]
         )
         size = length + 12
-        if magic != 2 or length < _MIN_BATCH_LENGTH or fields[12] < 0 or position + size > len(data):
+        malformed = magic != 2 or length < _MIN_BATCH_LENGTH or fields[12] < 0
+        if malformed or position + size > len(data):
             break
         if crc32c.crc32c(data[position + 21 : position + size]) != crc:
             break
         last = base + delta
         if base <= previous_last or not 0 <= last - segment_base <= _INT32_MAX:
             break
-        batches.append(RawBatch(position, base, last, max_timestamp, data[position : position + size]))
+        batch = data[position : position + size]
+        batches.append(RawBatch(position, base, last, max_timestamp, batch))
         previous_last, position = last, position + size
     return batches
 

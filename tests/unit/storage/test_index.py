@@ -434,10 +434,15 @@ def test_max_index_size_below_one_entry_is_rejected(tmp_path: Path) -> None:
     assert not (tmp_path / "index").exists()
 
 
-def test_existing_empty_file_opened_writable_is_preallocated(tmp_path: Path) -> None:
+def test_existing_empty_file_stays_empty_until_resized(tmp_path: Path) -> None:
+    """As Kafka: only a newly created index is preallocated; a trimmed empty one (an inactive
+    segment without entries) is not grown on every open. The log re-grows the active one."""
     path = tmp_path / "index"
     path.touch()
     index = OffsetIndex(path, 0, max_index_size=80)
+    assert (index.entries, index.max_entries, path.stat().st_size) == (0, 0, 0)
+    assert index.is_full()
+    index.resize(80)
     assert (index.entries, index.max_entries, path.stat().st_size) == (0, 10, 80)
     index.append(3, 4)
     index.close()
