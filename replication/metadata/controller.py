@@ -1,0 +1,183 @@
+"""The single-node controller: turns topic operations into metadata records.
+
+What Kafka's ``ReplicationControlManager`` decides, for one node: a new topic gets a random
+UUID, ``num_partitions`` PartitionRecords with this node as the only replica, leader and ISR
+(leader epoch 0, partition epoch 0), and a ConfigRecord per explicit config; deleting writes a
+RemoveTopicRecord. Errors are Kafka's, raised as ``protocol.errors`` exceptions: invalid names
+and collisions -> INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
+INVALID_REPLICATION_FACTOR (a factor above the one node there is), INVALID_CONFIG,
+UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID on delete, INVALID_REQUEST for
+``__cluster_metadata``.
+
+Sans-IO: ``plan_*`` read the image and return records; ``MetadataLog.append`` writes them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from uuid import UUID
+
+from protocol.codec import Message
+from protocol.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicExceptionError,
+    TopicAlreadyExistsError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from protocol.messages.metadata.config_record import ConfigRecord
+from protocol.messages.metadata.partition_record import PartitionRecord
+from protocol.messages.metadata.remove_topic_record import RemoveTopicRecord
+from protocol.messages.metadata.topic_record import TopicRecord
+from replication.metadata.image import TOPIC_RESOURCE_TYPE, MetadataImage, TopicImage
+from replication.metadata.log import METADATA_TOPIC
+from storage.config import LogConfig
+from storage.errors import ConfigError
+
+__all__ = [
+    "INTERNAL_TOPICS",
+    "TopicPlan",
+    "is_internal",
+    "plan_create_topic",
+    "plan_delete_topic",
+    "validate_topic_name",
+]
+
+# Kafka's Topic.INTERNAL_TOPICS; __cluster_metadata is not a topic clients can see at all.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+MAX_NAME_LENGTH = 249
+_LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def is_internal(topic: str) -> bool:
+    return topic in INTERNAL_TOPICS
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``: raise INVALID_TOPIC_EXCEPTION with Kafka's reason."""
+    reason = None
+    if not name:
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_NAME_LENGTH:
+        reason = (
+            f"the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
+        )
+    elif not set(name) <= _LEGAL:
+        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    if reason is not None:
+        raise InvalidTopicExceptionError(f"Topic name is invalid: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPlan:
+    """What a creation would write: the records, the new id and the effective settings."""
+
+    topic_id: UUID
+    num_partitions: int
+    replication_factor: int
+    config: LogConfig
+    records: tuple[Message, ...]
+
+
+def plan_create_topic(
+    image: MetadataImage,
+    name: str,
+    *,
+    num_partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str | None],
+    node_id: int,
+    default_num_partitions: int,
+    default_replication_factor: int,
+    default_config: LogConfig,
+) -> TopicPlan:
+    if name == METADATA_TOPIC:
+        raise InvalidRequestError(f"Creation of internal topic {METADATA_TOPIC} is prohibited.")
+    validate_topic_name(name)
+    if name in image.topics_by_name:
+        raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+    _check_collision(image, name)
+    if replication_factor < -1 or replication_factor == 0:
+        raise InvalidReplicationFactorError(
+            "Replication factor must be larger than 0, or -1 to use the default value."
+        )
+    if num_partitions < -1 or num_partitions == 0:
+        raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
+    partitions = default_num_partitions if num_partitions == -1 else num_partitions
+    factor = default_replication_factor if replication_factor == -1 else replication_factor
+    if factor > 1:
+        raise InvalidReplicationFactorError(
+            f"Unable to replicate the partition {factor} time(s): The target replication factor "
+            f"of {factor} cannot be reached because only 1 broker(s) are registered."
+        )
+    explicit = {key: value for key, value in configs.items() if value is not None}
+    config = _validated_config(explicit, default_config)
+    topic_id = uuid.uuid4()
+    records: list[Message] = [TopicRecord(name=name, topic_id=topic_id)]
+    records += [
+        ConfigRecord(resource_type=TOPIC_RESOURCE_TYPE, resource_name=name, name=key, value=value)
+        for key, value in sorted(explicit.items())
+    ]
+    records += [
+        PartitionRecord(
+            partition_id=index, topic_id=topic_id, replicas=[node_id], isr=[node_id],
+            leader=node_id, leader_epoch=0, partition_epoch=0,
+        )
+        for index in range(partitions)
+    ]
+    return TopicPlan(topic_id, partitions, factor, config, tuple(records))
+
+
+def _check_collision(image: MetadataImage, name: str) -> None:
+    """Kafka rejects names that differ from an existing one only by '.' versus '_'."""
+    if "." not in name and "_" not in name:
+        return
+    unified = name.replace(".", "_")
+    for existing in image.topics_by_name:
+        if existing.replace(".", "_") == unified:
+            raise InvalidTopicExceptionError(
+                f"Topic '{name}' collides with existing topic: {existing}"
+            )
+
+
+def _validated_config(configs: Mapping[str, str], default_config: LogConfig) -> LogConfig:
+    try:
+        return LogConfig.from_properties(configs, base=default_config)
+    except ConfigError as error:
+        raise InvalidConfigError(str(error)) from None
+
+
+def topic_config(image: MetadataImage, name: str, default_config: LogConfig) -> LogConfig:
+    """A topic's effective LogConfig: its ConfigRecords over the broker's defaults."""
+    configs = image.topic_configs.get(name)
+    if not configs:
+        return default_config
+    return LogConfig.from_properties(configs, base=default_config)
+
+
+def plan_delete_topic(
+    image: MetadataImage, *, name: str | None = None, topic_id: UUID | None = None
+) -> tuple[TopicImage, tuple[Message, ...]]:
+    topic = _find(image, name, topic_id)
+    if is_internal(topic.name):
+        raise InvalidRequestError(f"Deletion of internal topic {topic.name} is prohibited.")
+    return topic, (RemoveTopicRecord(topic_id=topic.topic_id),)
+
+
+def _find(image: MetadataImage, name: str | None, topic_id: UUID | None) -> TopicImage:
+    if name is not None:
+        topic = image.topics_by_name.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
+        return topic
+    topic = image.topics_by_id.get(topic_id) if topic_id is not None else None
+    if topic is None:
+        raise UnknownTopicIdError("This server does not host this topic ID.")
+    return topic

@@ -1,0 +1,127 @@
+"""The in-memory metadata image: what the records of ``__cluster_metadata`` add up to.
+
+Invariants:
+- ``topics_by_name`` and ``topics_by_id`` hold the same ``TopicImage`` objects;
+- a topic's partitions are numbered 0..n-1 once its creation batch has been applied;
+- topic configs are kept by topic name (a ConfigRecord's resource name) and go with the topic
+  when a RemoveTopicRecord is applied, as KRaft's ``ConfigurationControlManager`` does.
+
+Records are applied in log order by ``apply``; a record type the image does not track
+(brokers, features, ACLs, ...) is ignored. The image is owned by the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from protocol.codec import Message
+from protocol.messages.metadata.config_record import ConfigRecord
+from protocol.messages.metadata.partition_change_record import PartitionChangeRecord
+from protocol.messages.metadata.partition_record import PartitionRecord
+from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
+from protocol.messages.metadata.remove_topic_record import RemoveTopicRecord
+from protocol.messages.metadata.topic_record import TopicRecord
+
+__all__ = ["TOPIC_RESOURCE_TYPE", "MetadataImage", "PartitionImage", "TopicImage"]
+
+logger = logging.getLogger("samsa.replication.metadata")
+
+TOPIC_RESOURCE_TYPE = 2  # Kafka's ConfigResource.Type.TOPIC
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(slots=True)
+class TopicImage:
+    name: str
+    topic_id: UUID
+    partitions: dict[int, PartitionImage] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class MetadataImage:
+    topics_by_name: dict[str, TopicImage] = field(default_factory=dict)
+    topics_by_id: dict[UUID, TopicImage] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    next_producer_id: int = 0  # the first producer id not yet handed out in a block
+    last_offset: int = -1  # the offset of the last record applied
+
+    def configs_of(self, topic: str) -> dict[str, str]:
+        return dict(self.topic_configs.get(topic, {}))
+
+    def apply(self, record: Message, offset: int = -1) -> None:
+        """Apply one record; ``offset`` is its offset in the metadata log."""
+        if isinstance(record, TopicRecord):
+            self._add_topic(record)
+        elif isinstance(record, PartitionRecord):
+            self._add_partition(record)
+        elif isinstance(record, PartitionChangeRecord):
+            self._change_partition(record)
+        elif isinstance(record, ConfigRecord):
+            self._set_config(record)
+        elif isinstance(record, RemoveTopicRecord):
+            self._remove_topic(record)
+        elif isinstance(record, ProducerIdsRecord):
+            self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
+        if offset >= 0:
+            self.last_offset = offset
+
+    def _add_topic(self, record: TopicRecord) -> None:
+        topic = TopicImage(record.name, record.topic_id)
+        self.topics_by_name[record.name] = topic
+        self.topics_by_id[record.topic_id] = topic
+
+    def _add_partition(self, record: PartitionRecord) -> None:
+        topic = self.topics_by_id.get(record.topic_id)
+        if topic is None:
+            logger.warning("PartitionRecord for unknown topic id %s ignored", record.topic_id)
+            return
+        topic.partitions[record.partition_id] = PartitionImage(
+            partition_id=record.partition_id,
+            replicas=tuple(record.replicas),
+            isr=tuple(record.isr),
+            leader=record.leader,
+            leader_epoch=record.leader_epoch,
+            partition_epoch=record.partition_epoch,
+        )
+
+    def _change_partition(self, record: PartitionChangeRecord) -> None:
+        topic = self.topics_by_id.get(record.topic_id)
+        old = None if topic is None else topic.partitions.get(record.partition_id)
+        if topic is None or old is None:
+            return
+        leader = old.leader if record.leader == -2 else record.leader  # -2: no change
+        topic.partitions[record.partition_id] = PartitionImage(
+            partition_id=old.partition_id,
+            replicas=tuple(record.replicas) if record.replicas is not None else old.replicas,
+            isr=tuple(record.isr) if record.isr is not None else old.isr,
+            leader=leader,
+            leader_epoch=old.leader_epoch + 1 if leader != old.leader else old.leader_epoch,
+            partition_epoch=old.partition_epoch + 1,
+        )
+
+    def _set_config(self, record: ConfigRecord) -> None:
+        if record.resource_type != TOPIC_RESOURCE_TYPE:
+            return
+        configs = self.topic_configs.setdefault(record.resource_name, {})
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+
+    def _remove_topic(self, record: RemoveTopicRecord) -> None:
+        topic = self.topics_by_id.pop(record.topic_id, None)
+        if topic is None:
+            return
+        self.topics_by_name.pop(topic.name, None)
+        self.topic_configs.pop(topic.name, None)
