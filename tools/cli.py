@@ -11,13 +11,14 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from tools import log_commands, perf_commands
+from tools import broker_commands, log_commands, perf_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="samsa", description="Samsa: a Kafka-compatible log broker")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     groups = parser.add_subparsers(dest="group", metavar="GROUP", required=True)
+    broker_commands.register(groups)
     log_commands.register(groups)
     perf_commands.register(groups)
     return parser

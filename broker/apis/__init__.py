@@ -1,0 +1,130 @@
+"""The API registry: each handler module under ``broker.apis`` registers itself here.
+
+A module declares ``SPEC = register(ApiSpec(api_key=..., min_version=..., max_version=...,
+handle=..., error_response=...))``. ``ApiVersions`` is computed from this registry, and the
+connection looks the handler up here: there is no central dispatcher.
+
+Handler contract:
+- ``handle(context, request)`` returns a ``Message`` (the response), a ``ZeroCopyResponse``
+  (Fetch), ``NO_RESPONSE`` (Produce acks=0), ``CLOSE_CONNECTION`` (acks=0 with an error: Kafka
+  closes the connection so the producer notices), or an awaitable of one of those (a delayed
+  operation). Whatever a handler changes, it changes before its first ``await``, so requests
+  of one connection take effect in the order they arrived.
+- ``error_response(request, error)`` builds the response that reports ``error`` for every part
+  of the request (Kafka's ``AbstractRequest.getErrorResponse``); used for an unsupported
+  version and for a handler that raised.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+from protocol.codec import Message
+from protocol.errors import KafkaError
+from protocol.messages.request_header import RequestHeader
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from storage.segment import FetchSlice
+
+__all__ = [
+    "API_MODULES",
+    "CLOSE_CONNECTION",
+    "NO_RESPONSE",
+    "ApiSpec",
+    "HandlerResult",
+    "RequestContext",
+    "ZeroCopyResponse",
+    "load_apis",
+    "register",
+    "registry",
+]
+
+
+class _Marker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NO_RESPONSE = _Marker("NO_RESPONSE")
+CLOSE_CONNECTION = _Marker("CLOSE_CONNECTION")
+
+ResponsePart = Union[bytes, bytearray, "FetchSlice"]
+
+
+class ZeroCopyResponse:
+    """A response whose frame is built by the handler as bytes and file slices, in order."""
+
+    def frame_parts(
+        self, correlation_id: int, header_version: int, api_version: int
+    ) -> list[ResponsePart]:
+        raise NotImplementedError
+
+
+Outcome = Message | ZeroCopyResponse | _Marker
+HandlerResult = Outcome | Awaitable[Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: RequestHeader
+    api_version: int
+    broker: Broker
+    connection_id: str
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Callable[[RequestContext, Any], HandlerResult]
+    error_response: Callable[[Any, KafkaError], Message]
+    name: str = ""
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+_REGISTRY: dict[int, ApiSpec] = {}
+
+# The handler modules, imported once by ``load_apis``.
+API_MODULES = (
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "create_topics",
+    "delete_topics",
+    "init_producer_id",
+)
+
+
+def register(spec: ApiSpec) -> ApiSpec:
+    existing = _REGISTRY.get(spec.api_key)
+    if existing is not None and existing is not spec:
+        raise ValueError(f"API key {spec.api_key} registered twice")
+    _REGISTRY[spec.api_key] = spec
+    return spec
+
+
+def load_apis() -> dict[int, ApiSpec]:
+    """Import every handler module (each registers itself); the registry, by API key."""
+    for module in API_MODULES:
+        importlib.import_module(f"{__name__}.{module}")
+    return registry()
+
+
+def registry() -> dict[int, ApiSpec]:
+    return dict(sorted(_REGISTRY.items()))

@@ -1,0 +1,58 @@
+"""ApiVersions: v0–v4.
+
+The list is computed from the API registry (``broker.apis``): every API a handler module
+registered, with its version range. Not implemented: supported/finalized features (KIP-584),
+which clients only read for KRaft and transaction versions.
+
+An ApiVersions request of a version above v4 is answered by the connection (not here) with
+UNSUPPORTED_VERSION and the ApiVersions entry in the v0 layout, as Kafka does (KIP-511).
+"""
+
+from __future__ import annotations
+
+from broker.apis import ApiSpec, RequestContext, register, registry
+from protocol.errors import KafkaError, UnsupportedVersionError
+from protocol.messages.api_versions_request import ApiVersionsRequest
+from protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+
+
+def supported_versions() -> list[ApiVersion]:
+    return [
+        ApiVersion(api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version)
+        for spec in registry().values()
+    ]
+
+
+def handle(context: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    return ApiVersionsResponse(error_code=0, api_keys=supported_versions())
+
+
+def error_response(request: ApiVersionsRequest, error: KafkaError) -> ApiVersionsResponse:
+    response = ApiVersionsResponse(error_code=error.code)
+    if isinstance(error, UnsupportedVersionError):
+        response.api_keys = [
+            ApiVersion(api_key=SPEC.api_key, min_version=SPEC.min_version, max_version=SPEC.max_version)
+        ]
+    return response
+
+
+def unsupported_version_frame(correlation_id: int) -> bytes:
+    """The reply to an ApiVersions request of a version we do not know: response header v0,
+    body v0 with UNSUPPORTED_VERSION and our ApiVersions range (Kafka's
+    ``ApiVersionsRequest.getErrorResponse``), so the client retries with a version we serve."""
+    from protocol.frames import encode_response_message
+
+    body = error_response(ApiVersionsRequest(), UnsupportedVersionError())
+    return bytes(encode_response_message(correlation_id, 0, body, 0))
+
+
+SPEC = register(
+    ApiSpec(
+        api_key=ApiVersionsRequest.API_KEY,
+        min_version=0,
+        max_version=ApiVersionsRequest.MAX_VERSION,
+        handle=handle,
+        error_response=error_response,
+        name="ApiVersions",
+    )
+)

@@ -1,0 +1,310 @@
+"""Fetch: v4–v17 (consumers; topic ids from v13).
+
+Reads up to the high watermark (read_committed reads the same: no transactions yet, so the last
+stable offset is the high watermark; read_committed responses carry an empty aborted
+transaction list). Per-partition ``partition_max_bytes`` and the response's ``max_bytes`` are
+Kafka's (KIP-74): the first partition with data returns at least one whole batch even when it
+is larger than both. Long poll: when fewer than ``min_bytes`` are readable and ``max_wait_ms``
+> 0, the fetch waits on its partitions and is woken by an append (no polling), re-reading
+until ``min_bytes`` are there or the wait is over. Fetch sessions (KIP-227) are kept by
+``broker.fetch_session``.
+
+Zero copy: the response is encoded with a 16-byte marker as the records of each partition that
+has data; the frame is then cut at each marker, the length prefix rewritten for the real slice
+(int32 before v12, unsigned varint length+1 from v12) and the frame size patched, giving
+``[bytes, FetchSlice, bytes, ...]`` which the connection sends with ``os.sendfile``. The bytes
+of each slice are the segment's, untouched.
+
+Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+KAFKA_STORAGE_ERROR; whole response: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH.
+Not implemented: follower fetches (replica_id >= 0 is served as a consumer), leader epoch
+checks (current_leader_epoch), preferred read replicas, diverging epochs, quotas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+from dataclasses import dataclass
+from uuid import UUID
+
+from broker.apis import (
+    ApiSpec,
+    HandlerResult,
+    RequestContext,
+    ResponsePart,
+    ZeroCopyResponse,
+    register,
+)
+from broker.fetch_session import FetchContext, PartitionKey, RequestedPartition
+from broker.replica_manager import ReplicaManager
+from protocol.codec import ZERO_UUID, write_uvarint
+from protocol.errors import (
+    KafkaError,
+    UnknownServerError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from protocol.frames import encode_response_message
+from protocol.messages.fetch_request import FetchRequest
+from protocol.messages.fetch_response import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    FetchResponse,
+    PartitionData,
+)
+from replication.partition import Partition
+from storage.segment import FetchSlice
+
+logger = logging.getLogger("samsa.broker.apis.fetch")
+
+FIRST_TOPIC_ID_VERSION = 13
+FIRST_FLEXIBLE_VERSION = 12
+READ_COMMITTED = 1
+_MARKER_SIZE = 16
+
+
+@dataclass(slots=True)
+class PartitionRead:
+    key: PartitionKey
+    error: KafkaError | None = None
+    partition: Partition | None = None
+    slice: FetchSlice | None = None
+
+
+def handle(context: RequestContext, request: FetchRequest) -> HandlerResult:
+    requested, forgotten = _requested(context, request)
+    session = context.broker.fetch_sessions.new_context(
+        session_id=request.session_id, session_epoch=request.session_epoch,
+        partitions=requested, forgotten=forgotten,
+    )
+    if session.error is not None:
+        return FetchResponse(error_code=session.error.code, session_id=0)
+    reads = _read_all(context, session, request.max_bytes)
+    if _can_answer(request, reads):
+        return _response(context, request, session, reads)
+    return _long_poll(context, request, session)
+
+
+def _requested(
+    context: RequestContext, request: FetchRequest
+) -> tuple[list[RequestedPartition], list[PartitionKey]]:
+    by_id = context.api_version >= FIRST_TOPIC_ID_VERSION
+    manager = context.broker.replica_manager
+    requested = []
+    for topic in request.topics:
+        key_topic = _key_topic(manager, topic.topic, topic.topic_id, by_id)
+        requested += [
+            RequestedPartition((*key_topic, p.partition), p.fetch_offset, p.partition_max_bytes)
+            for p in topic.partitions
+        ]
+    forgotten = [
+        (*_key_topic(manager, topic.topic, topic.topic_id, by_id), index)
+        for topic in request.forgotten_topics_data
+        for index in topic.partitions
+    ]
+    return requested, forgotten
+
+
+def _key_topic(
+    manager: ReplicaManager, name: str, topic_id: UUID, by_id: bool
+) -> tuple[UUID, str]:
+    """The (topic id, name) part of a session key: by name before v13, by id from v13."""
+    if not by_id:
+        return (ZERO_UUID, name)
+    image = manager.topic_by_id(topic_id)
+    return (topic_id, image.name if image is not None else "")
+
+
+def _read_all(context: RequestContext, session: FetchContext, max_bytes: int) -> list[PartitionRead]:
+    manager = context.broker.replica_manager
+    remaining = max_bytes
+    min_one_message = True
+    reads = []
+    for requested in session.partitions:
+        topic_id, name, index = requested.key
+        read = PartitionRead(requested.key)
+        reads.append(read)
+        partition = manager.partition(name, index) if name else None
+        if partition is None:
+            read.error = UnknownTopicIdError() if topic_id != ZERO_UUID and not name else (
+                UnknownTopicOrPartitionError())
+            continue
+        read.partition = partition
+        try:
+            read.slice = partition.read(
+                requested.fetch_offset, min(requested.max_bytes, remaining),
+                min_one_message=min_one_message,
+            )
+        except KafkaError as error:
+            read.error = error
+        except Exception:
+            logger.exception("fetch from %s-%d failed", name, index)
+            read.error = UnknownServerError()
+        if read.slice is not None:
+            remaining = max(0, remaining - read.slice.length)
+            min_one_message = False
+    return reads
+
+
+def _can_answer(request: FetchRequest, reads: list[PartitionRead], *, stopping: bool = False) -> bool:
+    if stopping or request.max_wait_ms <= 0 or not reads:
+        return True
+    if any(read.error is not None for read in reads):
+        return True
+    return sum(read.slice.length for read in reads if read.slice) >= request.min_bytes
+
+
+async def _long_poll(context: RequestContext, request: FetchRequest, session: FetchContext) -> FetchResponse | ZeroCopyResponse:
+    """Wait for appends to the fetched partitions until min_bytes are readable or time is up."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request.max_wait_ms / 1000
+    broker = context.broker
+    key = broker.new_waiter_key()
+    partitions = [
+        p for (topic_id, name, index) in (r.key for r in session.partitions)
+        if name and (p := broker.replica_manager.partition(name, index)) is not None
+    ]
+    try:
+        while True:
+            woken = loop.create_future()
+
+            def wake(future: asyncio.Future[None] = woken) -> None:
+                if not future.done():
+                    future.set_result(None)
+
+            for partition in partitions:
+                partition.add_waiter(key, wake)
+            timer = loop.call_at(deadline, wake)
+            try:
+                await woken
+            finally:
+                timer.cancel()
+            reads = _read_all(context, session, request.max_bytes)
+            if loop.time() >= deadline or _can_answer(request, reads, stopping=broker.stopping):
+                return _response(context, request, session, reads)
+    finally:
+        for partition in partitions:
+            partition.remove_waiter(key)
+
+
+def _response(
+    context: RequestContext, request: FetchRequest, session: FetchContext, reads: list[PartitionRead]
+) -> FetchResponse | ZeroCopyResponse:
+    by_id = context.api_version >= FIRST_TOPIC_ID_VERSION
+    response = FetchResponse(error_code=0, session_id=session.session_id)
+    marker_base = os.urandom(_MARKER_SIZE - 4)
+    slices: list[tuple[bytes, FetchSlice]] = []
+    current: FetchableTopicResponse | None = None
+    for read in reads:
+        data = _partition_data(read, request.isolation_level)
+        included = session.include(
+            read.key, has_records=read.slice is not None, error_code=data.error_code,
+            high_watermark=data.high_watermark, last_stable_offset=data.last_stable_offset,
+            log_start_offset=data.log_start_offset,
+        )
+        if not included:
+            continue
+        if read.slice is not None:
+            marker = marker_base + struct.pack(">I", len(slices))
+            slices.append((marker, read.slice))
+            data.records = marker
+        topic_id, name, _ = read.key
+        if current is None or (current.topic_id, current.topic) != (
+            topic_id if by_id else ZERO_UUID, "" if by_id else name
+        ):
+            current = FetchableTopicResponse(
+                topic="" if by_id else name, topic_id=topic_id if by_id else ZERO_UUID
+            )
+            response.responses.append(current)
+        current.partitions.append(data)
+    if not slices:
+        return response
+    return SlicedFetchResponse(response, slices)
+
+
+def _partition_data(read: PartitionRead, isolation_level: int) -> PartitionData:
+    index = read.key[2]
+    aborted: list[AbortedTransaction] | None = [] if isolation_level == READ_COMMITTED else None
+    if read.partition is None:
+        assert read.error is not None
+        return PartitionData(
+            partition_index=index, error_code=read.error.code, high_watermark=-1,
+            last_stable_offset=-1, log_start_offset=-1, aborted_transactions=aborted, records=b"",
+        )
+    partition = read.partition
+    return PartitionData(
+        partition_index=index,
+        error_code=0 if read.error is None else read.error.code,
+        high_watermark=partition.high_watermark,
+        last_stable_offset=partition.last_stable_offset,
+        log_start_offset=partition.log_start_offset,
+        aborted_transactions=aborted,
+        records=b"",
+    )
+
+
+class SlicedFetchResponse(ZeroCopyResponse):
+    """A FetchResponse whose records are file slices (see the module docstring)."""
+
+    def __init__(self, response: FetchResponse, slices: list[tuple[bytes, FetchSlice]]) -> None:
+        self.response = response
+        self.slices = slices
+
+    def frame_parts(self, correlation_id: int, header_version: int, api_version: int) -> list[ResponsePart]:
+        frame = encode_response_message(correlation_id, header_version, self.response, api_version)
+        flexible = api_version >= FIRST_FLEXIBLE_VERSION
+        old_prefix = 1 if flexible else 4  # uvarint(16 + 1) is one byte
+        parts: list[ResponsePart] = []
+        position = 0
+        growth = 0
+        for marker, piece in self.slices:
+            found = frame.find(marker, position)
+            if found < 0:
+                raise AssertionError("fetch marker missing from the encoded response")
+            prefix = bytearray()
+            if flexible:
+                write_uvarint(prefix, piece.length + 1)
+            else:
+                prefix += struct.pack(">i", piece.length)
+            parts.append(bytes(frame[position : found - old_prefix]) + prefix)
+            parts.append(piece)
+            position = found + _MARKER_SIZE
+            growth += piece.length - _MARKER_SIZE + len(prefix) - old_prefix
+        parts.append(bytes(frame[position:]))
+        size = struct.unpack_from(">i", frame, 0)[0] + growth
+        first = parts[0]
+        assert isinstance(first, bytes)
+        parts[0] = struct.pack(">i", size) + first[4:]
+        return parts
+
+
+def error_response(request: FetchRequest, error: KafkaError) -> FetchResponse:
+    return FetchResponse(
+        error_code=error.code,
+        responses=[
+            FetchableTopicResponse(
+                topic=topic.topic, topic_id=topic.topic_id,
+                partitions=[
+                    PartitionData(partition_index=p.partition, error_code=error.code,
+                                  high_watermark=-1, records=b"")
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )
+
+
+SPEC = register(
+    ApiSpec(
+        api_key=FetchRequest.API_KEY,
+        min_version=4,
+        max_version=FetchRequest.MAX_VERSION,
+        handle=handle,
+        error_response=error_response,
+        name="Fetch",
+    )
+)

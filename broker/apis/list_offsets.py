@@ -1,0 +1,108 @@
+"""ListOffsets: v1–v10.
+
+Per partition, by the request's timestamp: -2 earliest (the log start offset), -1 latest (the
+high watermark; read_committed: the last stable offset, the same here), -3 the record with the
+largest timestamp (KIP-734), -4 earliest local (the log start offset: no tiered storage),
+-5 latest tiered (nothing tiered: not found), otherwise the first offset whose timestamp is at
+or after it, if that offset is below the high watermark. Not found: offset -1, timestamp -1.
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR. Not implemented:
+current_leader_epoch checks.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker.apis import ApiSpec, RequestContext, register
+from protocol.errors import KafkaError, UnknownServerError, UnknownTopicOrPartitionError
+from protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
+from protocol.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
+
+logger = logging.getLogger("samsa.broker.apis.list_offsets")
+
+LATEST_TIERED_TIMESTAMP = -5
+
+
+def handle(context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    response = ListOffsetsResponse()
+    for topic in request.topics:
+        answers = ListOffsetsTopicResponse(name=topic.name)
+        for requested in topic.partitions:
+            answers.partitions.append(_lookup(context, topic.name, requested))
+        response.topics.append(answers)
+    return response
+
+
+def _lookup(
+    context: RequestContext, topic: str, requested: ListOffsetsPartition
+) -> ListOffsetsPartitionResponse:
+    try:
+        return _lookup_or_raise(context, topic, requested)
+    except KafkaError as error:
+        return _failed(requested.partition_index, error)
+    except Exception:
+        logger.exception("list offsets of %s-%d failed", topic, requested.partition_index)
+        return _failed(requested.partition_index, UnknownServerError())
+
+
+def _lookup_or_raise(
+    context: RequestContext, topic: str, requested: ListOffsetsPartition
+) -> ListOffsetsPartitionResponse:
+    partition = context.broker.replica_manager.partition(topic, requested.partition_index)
+    if partition is None:
+        raise UnknownTopicOrPartitionError()
+    answer = ListOffsetsPartitionResponse(
+        partition_index=requested.partition_index, leader_epoch=partition.leader_epoch
+    )
+    timestamp = requested.timestamp
+    if timestamp == LATEST_TIMESTAMP:
+        answer.offset = partition.high_watermark
+    elif timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        answer.offset = partition.log_start_offset
+    elif timestamp == LATEST_TIERED_TIMESTAMP:
+        pass
+    else:
+        found = partition.log.offset_for_timestamp(timestamp)
+        if found is not None and found.offset < partition.high_watermark:
+            answer.offset, answer.timestamp = found.offset, found.timestamp
+    if timestamp == MAX_TIMESTAMP and answer.offset < 0:
+        answer.timestamp = -1
+    return answer
+
+
+def _failed(index: int, error: KafkaError) -> ListOffsetsPartitionResponse:
+    return ListOffsetsPartitionResponse(partition_index=index, error_code=error.code)
+
+
+def error_response(request: ListOffsetsRequest, error: KafkaError) -> ListOffsetsResponse:
+    return ListOffsetsResponse(
+        topics=[
+            ListOffsetsTopicResponse(
+                name=topic.name,
+                partitions=[_failed(p.partition_index, error) for p in topic.partitions],
+            )
+            for topic in request.topics
+        ]
+    )
+
+
+SPEC = register(
+    ApiSpec(
+        api_key=ListOffsetsRequest.API_KEY,
+        min_version=1,
+        max_version=ListOffsetsRequest.MAX_VERSION,
+        handle=handle,
+        error_response=error_response,
+        name="ListOffsets",
+    )
+)

@@ -1,0 +1,149 @@
+"""The broker's shared state, as handlers see it: config, storage, partitions, sessions.
+
+Built and started by ``broker.daemon``; every field is owned by the event loop. Handlers reach
+it through ``RequestContext.broker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import uuid
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.config import BrokerConfig, Listener
+from broker.fetch_session import FetchSessionCache
+from broker.replica_manager import ReplicaManager
+from replication.metadata.image import TopicImage
+from replication.partition import Waiter
+from storage.clock import Clock
+from storage.log import Log
+from storage.log_manager import LogManager
+
+__all__ = ["Broker"]
+
+logger = logging.getLogger("samsa.broker")
+
+META_PROPERTIES = "meta.properties"
+
+
+@dataclass
+class Broker:
+    config: BrokerConfig
+    clock: Clock
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    fetch_sessions: FetchSessionCache
+    cluster_id: str = ""
+    advertised: tuple[Listener, ...] = ()
+    stopping: bool = False
+    storage_executor: Executor | None = None  # set by the daemon: where fsyncs run
+    _next_waiter_key: int = field(default=0, repr=False)
+    _flushing: set[Log] = field(default_factory=set, repr=False)
+
+    @classmethod
+    def create(cls, config: BrokerConfig, *, clock: Clock) -> Broker:
+        log_manager = LogManager(
+            list(config.log_dirs),
+            default_config=config.log_config,
+            clock=clock,
+            recovery_threads_per_dir=config.num_recovery_threads_per_data_dir,
+        )
+        replica_manager = ReplicaManager(
+            log_manager,
+            node_id=config.node_id,
+            clock=clock,
+            default_num_partitions=config.num_partitions,
+            default_replication_factor=config.default_replication_factor,
+        )
+        broker = cls(
+            config=config,
+            clock=clock,
+            log_manager=log_manager,
+            replica_manager=replica_manager,
+            fetch_sessions=FetchSessionCache(clock=clock),
+            advertised=config.advertised_listeners,
+        )
+        replica_manager.on_topics_deleted.append(broker._forget_topics)
+        return broker
+
+    def startup(self) -> None:
+        """Load logs, replay metadata, open partitions (synchronous: before serving)."""
+        self.cluster_id = read_or_create_cluster_id(self.config.log_dirs, self.config.node_id)
+        self.log_manager.startup()
+        self.replica_manager.startup()
+
+    def shutdown(self) -> None:
+        self.log_manager.shutdown()
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    def new_waiter_key(self) -> int:
+        self._next_waiter_key += 1
+        return self._next_waiter_key
+
+    @staticmethod
+    def wake(waiters: list[Waiter]) -> None:
+        for waiter in waiters:
+            waiter()
+
+    def flush_in_background(self, log: Log) -> None:
+        """``flush.messages`` reached: fsync the log off the event loop (once at a time)."""
+        if log in self._flushing:
+            return
+        self._flushing.add(log)
+        future = asyncio.get_running_loop().run_in_executor(self.storage_executor, log.flush)
+
+        def done(finished: asyncio.Future[None]) -> None:
+            self._flushing.discard(log)
+            if not finished.cancelled() and finished.exception() is not None:
+                logger.error("flushing %s failed: %s", log.directory.name, finished.exception())
+
+        future.add_done_callback(done)
+
+    def _forget_topics(self, topics: list[TopicImage]) -> None:
+        self.fetch_sessions.remove_topics({t.topic_id for t in topics}, {t.name for t in topics})
+
+
+def read_or_create_cluster_id(log_dirs: tuple[Path, ...], node_id: int) -> str:
+    """Kafka's ``meta.properties`` in each log dir: ``cluster.id``, ``node.id``, ``version=1``.
+
+    Kafka's ``kafka-storage format`` writes it; Samsa writes it at first start. Written to a
+    temp file, fsynced and renamed.
+    """
+    cluster_id = None
+    for directory in log_dirs:
+        path = directory / META_PROPERTIES
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "cluster.id":
+                    cluster_id = value.strip()
+    if cluster_id is None:
+        cluster_id = _base64_uuid()
+    for directory in log_dirs:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / META_PROPERTIES
+        if not path.exists():
+            _write_atomically(path, f"cluster.id={cluster_id}\nnode.id={node_id}\nversion=1\n")
+    return cluster_id
+
+
+def _base64_uuid() -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temp = path.with_name(path.name + ".tmp")
+    with open(temp, "w", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temp, path)

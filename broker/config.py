@@ -1,0 +1,315 @@
+"""Broker configuration: a Kafka-style properties file plus ``--override key=value``.
+
+Every key has Kafka's name and Kafka's default (``KafkaConfig`` / ``ServerLogConfigs``), except
+where Samsa documents its own (``listeners`` binds 127.0.0.1, ``log.dir`` is /tmp/samsa-logs,
+``node.id`` is 1 as in Kafka's shipped server.properties, ``metrics.port`` is Samsa's).
+``conf/server.properties`` lists every supported key.
+
+The broker's ``log.*`` keys are the defaults of every topic's ``LogConfig`` (a topic's own
+configs override them); they are parsed by ``LogConfig.from_properties`` so broker and topic
+rules cannot drift. Precedence follows Kafka: ``log.retention.ms`` > ``.minutes`` > ``.hours``,
+``log.roll.ms`` > ``log.roll.hours``, ``log.dirs`` > ``log.dir``, ``log.flush.interval.ms`` >
+``log.flush.scheduler.interval.ms``.
+
+A bad value raises ``ConfigError(key, value, reason)`` (one line); an unknown key is logged and
+ignored, as Kafka does ("supplied but isn't a known config").
+
+``BrokerConfig`` is an immutable value built once at start-up; nothing mutates it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storage.config import LONG_MAX, LogConfig
+from storage.errors import ConfigError
+
+__all__ = ["BROKER_KEYS", "BrokerConfig", "ConfigError", "Listener", "parse_properties"]
+
+logger = logging.getLogger("samsa.broker.config")
+
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """``PLAINTEXT://host:port``; port 0 asks the OS for an ephemeral port."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def _integer(minimum: int, maximum: int = LONG_MAX) -> Callable[[str, str], int]:
+    def parse(key: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(key, raw, "not an integer") from None
+        if not minimum <= value <= maximum:
+            raise ConfigError(key, raw, f"must be between {minimum} and {maximum}")
+        return value
+
+    return parse
+
+
+def _boolean(key: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(key, raw, "must be true or false")
+    return lowered == "true"
+
+
+def _text(key: str, raw: str) -> str:
+    return raw.strip()
+
+
+def _listeners(key: str, raw: str) -> tuple[Listener, ...]:
+    listeners = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        name, separator, address = item.partition("://")
+        host, colon, port_text = address.rpartition(":")
+        if not separator or not colon or not port_text.isdigit():
+            raise ConfigError(key, raw, f"{item!r} is not NAME://host:port")
+        if name.upper() != "PLAINTEXT":
+            raise ConfigError(key, raw, f"security protocol {name} is not supported (PLAINTEXT)")
+        port = int(port_text)
+        if port > 65535:
+            raise ConfigError(key, raw, f"port {port} is out of range")
+        listeners.append(Listener(name.upper(), host.strip("[]"), port))
+    if not listeners:
+        raise ConfigError(key, raw, "at least one listener is required")
+    return tuple(listeners)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerKey:
+    """A broker-level key: its default (None = unset) and parser; ``topic_key`` when it is the
+    broker-wide default of a topic config."""
+
+    default: str | None
+    parse: Callable[[str, str], object] = _text
+    topic_key: str | None = None
+    doc: str = ""
+
+
+def _log(default: str | None, topic_key: str, doc: str = "") -> BrokerKey:
+    return BrokerKey(default, _text, topic_key, doc)
+
+
+_LONG = str(LONG_MAX)
+
+BROKER_KEYS: dict[str, BrokerKey] = {
+    "node.id": BrokerKey("1", _integer(0, INT_MAX)),
+    "listeners": BrokerKey("PLAINTEXT://127.0.0.1:9092", _listeners),
+    "advertised.listeners": BrokerKey(None, _listeners),
+    "log.dirs": BrokerKey(None),
+    "log.dir": BrokerKey("/tmp/samsa-logs"),
+    "num.partitions": BrokerKey("1", _integer(1, INT_MAX)),
+    "default.replication.factor": BrokerKey("1", _integer(1, 32767)),
+    "auto.create.topics.enable": BrokerKey("true", _boolean),
+    "socket.request.max.bytes": BrokerKey("104857600", _integer(1, INT_MAX)),
+    "queued.max.requests": BrokerKey("500", _integer(1, INT_MAX)),
+    "connections.max.idle.ms": BrokerKey("600000", _integer(-1)),
+    "num.recovery.threads.per.data.dir": BrokerKey("2", _integer(1, INT_MAX)),
+    "log.retention.check.interval.ms": BrokerKey("300000", _integer(1)),
+    "log.flush.scheduler.interval.ms": BrokerKey(_LONG, _integer(0)),
+    "log.flush.offset.checkpoint.interval.ms": BrokerKey("60000", _integer(0, INT_MAX)),
+    "log.flush.start.offset.checkpoint.interval.ms": BrokerKey("60000", _integer(0, INT_MAX)),
+    "log.cleaner.enable": BrokerKey("true", _boolean),
+    "log.cleaner.backoff.ms": BrokerKey("15000", _integer(0)),
+    "offsets.topic.num.partitions": BrokerKey("50", _integer(1, INT_MAX)),
+    "metrics.port": BrokerKey("0", _integer(0, 65535)),
+    # Broker-wide defaults of topic configs (Kafka's ServerLogConfigs -> TopicConfig).
+    "message.max.bytes": _log("1048588", "max.message.bytes"),
+    "log.segment.bytes": _log("1073741824", "segment.bytes"),
+    "log.roll.ms": _log(None, "segment.ms"),
+    "log.roll.hours": BrokerKey("168", _integer(1, INT_MAX)),
+    "log.roll.jitter.ms": _log(None, "segment.jitter.ms"),
+    "log.roll.jitter.hours": BrokerKey("0", _integer(0, INT_MAX)),
+    "log.retention.ms": _log(None, "retention.ms"),
+    "log.retention.minutes": BrokerKey(None, _integer(-1, INT_MAX)),
+    "log.retention.hours": BrokerKey("168", _integer(-1, INT_MAX)),
+    "log.retention.bytes": _log("-1", "retention.bytes"),
+    "log.cleanup.policy": _log("delete", "cleanup.policy"),
+    "log.cleaner.delete.retention.ms": _log("86400000", "delete.retention.ms"),
+    "log.cleaner.min.cleanable.ratio": _log("0.5", "min.cleanable.dirty.ratio"),
+    "log.cleaner.min.compaction.lag.ms": _log("0", "min.compaction.lag.ms"),
+    "log.cleaner.max.compaction.lag.ms": _log(_LONG, "max.compaction.lag.ms"),
+    "log.flush.interval.messages": _log(_LONG, "flush.messages"),
+    "log.flush.interval.ms": _log(None, "flush.ms"),
+    "log.index.size.max.bytes": _log("10485760", "segment.index.bytes"),
+    "log.index.interval.bytes": _log("4096", "index.interval.bytes"),
+    "log.message.timestamp.type": _log("CreateTime", "message.timestamp.type"),
+    "log.message.timestamp.before.max.ms": _log(_LONG, "message.timestamp.before.max.ms"),
+    "log.message.timestamp.after.max.ms": _log("3600000", "message.timestamp.after.max.ms"),
+    "log.segment.delete.delay.ms": _log("60000", "file.delete.delay.ms"),
+    "log.preallocate": _log("false", "preallocate"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """The parsed, validated configuration. ``properties`` keeps the effective raw strings."""
+
+    node_id: int
+    listeners: tuple[Listener, ...]
+    advertised_listeners: tuple[Listener, ...]
+    log_dirs: tuple[Path, ...]
+    num_partitions: int
+    default_replication_factor: int
+    auto_create_topics_enable: bool
+    socket_request_max_bytes: int
+    queued_max_requests: int
+    connections_max_idle_ms: int
+    num_recovery_threads_per_data_dir: int
+    log_retention_check_interval_ms: int
+    log_flush_scheduler_interval_ms: int
+    log_flush_offset_checkpoint_interval_ms: int
+    log_cleaner_enable: bool
+    log_cleaner_backoff_ms: int
+    offsets_topic_num_partitions: int
+    metrics_port: int
+    log_config: LogConfig
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
+        """Validate ``properties`` (Kafka-named strings) over the defaults."""
+        for key in properties:
+            if key not in BROKER_KEYS:
+                logger.warning("the configuration '%s' was supplied but isn't a known config", key)
+        raw = {k: v for k, spec in BROKER_KEYS.items() if (v := spec.default) is not None}
+        raw.update({k: str(v) for k, v in properties.items() if k in BROKER_KEYS})
+        values = {key: BROKER_KEYS[key].parse(key, text) for key, text in raw.items()}
+        listeners = values["listeners"]
+        assert isinstance(listeners, tuple)
+        return cls(
+            node_id=_int(values, "node.id"),
+            listeners=listeners,
+            advertised_listeners=_advertised(values, listeners),
+            log_dirs=_log_dirs(raw),
+            num_partitions=_int(values, "num.partitions"),
+            default_replication_factor=_int(values, "default.replication.factor"),
+            auto_create_topics_enable=bool(values["auto.create.topics.enable"]),
+            socket_request_max_bytes=_int(values, "socket.request.max.bytes"),
+            queued_max_requests=_int(values, "queued.max.requests"),
+            connections_max_idle_ms=_int(values, "connections.max.idle.ms"),
+            num_recovery_threads_per_data_dir=_int(values, "num.recovery.threads.per.data.dir"),
+            log_retention_check_interval_ms=_int(values, "log.retention.check.interval.ms"),
+            log_flush_scheduler_interval_ms=_int(values, "log.flush.scheduler.interval.ms"),
+            log_flush_offset_checkpoint_interval_ms=_int(
+                values, "log.flush.offset.checkpoint.interval.ms"
+            ),
+            log_cleaner_enable=bool(values["log.cleaner.enable"]),
+            log_cleaner_backoff_ms=_int(values, "log.cleaner.backoff.ms"),
+            offsets_topic_num_partitions=_int(values, "offsets.topic.num.partitions"),
+            metrics_port=_int(values, "metrics.port"),
+            log_config=_log_config(raw, values),
+            properties=raw,
+        )
+
+    @classmethod
+    def load(cls, path: Path | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        """Read the properties file (if any), apply ``key=value`` overrides, validate."""
+        properties = parse_properties(path.read_text(encoding="utf-8")) if path else {}
+        for override in overrides:
+            key, separator, value = override.partition("=")
+            if not separator or not key.strip():
+                raise ConfigError("--override", override, "expected key=value")
+            properties[key.strip()] = value.strip()
+        return cls.from_properties(properties)
+
+
+def _int(values: Mapping[str, object], key: str) -> int:
+    value = values[key]
+    assert isinstance(value, int)
+    return value
+
+
+def _advertised(
+    values: Mapping[str, object], listeners: tuple[Listener, ...]
+) -> tuple[Listener, ...]:
+    advertised = values.get("advertised.listeners")
+    if advertised is None:
+        return listeners
+    assert isinstance(advertised, tuple)
+    return advertised
+
+
+def _log_dirs(raw: Mapping[str, str]) -> tuple[Path, ...]:
+    key = "log.dirs" if raw.get("log.dirs") else "log.dir"
+    dirs = tuple(Path(part.strip()) for part in raw[key].split(",") if part.strip())
+    if not dirs:
+        raise ConfigError(key, raw[key], "at least one directory is required")
+    return dirs
+
+
+def _log_config(raw: Mapping[str, str], values: Mapping[str, object]) -> LogConfig:
+    """The broker-wide topic defaults, with Kafka's ms > minutes > hours precedence."""
+    topic_properties: dict[str, str] = {}
+    origin: dict[str, str] = {}
+    for key, spec in BROKER_KEYS.items():
+        if spec.topic_key is not None and key in raw:
+            topic_properties[spec.topic_key] = raw[key]
+            origin[spec.topic_key] = key
+    hour_ms = 3_600_000
+    derived = {
+        "segment.ms": ("log.roll.hours", hour_ms),
+        "segment.jitter.ms": ("log.roll.jitter.hours", hour_ms),
+    }
+    for topic_key, (key, scale) in derived.items():
+        if topic_key not in topic_properties:
+            topic_properties[topic_key] = str(_int(values, key) * scale)
+            origin[topic_key] = key
+    if "retention.ms" not in topic_properties:
+        key = "log.retention.minutes" if "log.retention.minutes" in values else "log.retention.hours"
+        amount = _int(values, key)
+        scale = 60_000 if key.endswith("minutes") else hour_ms
+        topic_properties["retention.ms"] = str(-1 if amount < 0 else amount * scale)
+        origin["retention.ms"] = key
+    if "flush.ms" not in topic_properties:
+        topic_properties["flush.ms"] = raw["log.flush.scheduler.interval.ms"]
+        origin["flush.ms"] = "log.flush.scheduler.interval.ms"
+    try:
+        return LogConfig.from_properties(topic_properties)
+    except ConfigError as error:
+        broker_key = origin.get(error.key, error.key)
+        raise ConfigError(broker_key, error.value, error.reason) from None
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` as Kafka's files use it: ``key=value`` or ``key: value`` lines,
+    ``#``/``!`` comments, blank lines, and ``\\`` line continuations."""
+    properties: dict[str, str] = {}
+    pending = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped[0] in "#!"):
+            continue
+        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            pending += stripped[:-1]
+            continue
+        logical, pending = pending + stripped, ""
+        key, value = _split_property(logical)
+        properties[key] = value
+    if pending:
+        key, value = _split_property(pending)
+        properties[key] = value
+    return properties
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    positions = [p for p in (line.find("="), line.find(":")) if p >= 0]
+    if not positions:
+        return line.strip(), ""
+    cut = min(positions)
+    return line[:cut].strip(), line[cut + 1 :].strip()

@@ -1,0 +1,189 @@
+"""The partitions this broker hosts, kept in step with the metadata image.
+
+Start-up: the log manager loads every log; the metadata log is replayed into the image; each
+partition of the image gets its ``Partition`` (creating its log if missing) and its topic's
+config; a log whose topic is not in the image (a deletion cut short by a crash) is deleted.
+
+Topic operations go through the single-node controller (``replication.metadata.controller``):
+plan the records, append them to the metadata log (fsynced), then create or delete the logs.
+Everything here runs on the broker's event loop; creating a topic's logs and the metadata fsync
+are short synchronous disk work, done inline so that an operation is atomic for the handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from uuid import UUID
+
+from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
+from replication.metadata.controller import (
+    TopicPlan,
+    plan_create_topic,
+    plan_delete_topic,
+    topic_config,
+)
+from replication.metadata.image import MetadataImage, TopicImage
+from replication.metadata.log import METADATA_PARTITION, METADATA_TOPIC, MetadataLog
+from replication.partition import Partition, Waiter
+from storage.clock import Clock
+from storage.config import LogConfig
+from storage.log import Log
+from storage.log_manager import LogManager
+
+__all__ = ["METADATA_LOG_CONFIG", "ReplicaManager"]
+
+logger = logging.getLogger("samsa.broker.replica_manager")
+
+# The metadata log is never trimmed by retention (snapshots will bound it later).
+METADATA_LOG_CONFIG = LogConfig(retention_ms=-1, retention_bytes=-1)
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        *,
+        node_id: int,
+        clock: Clock,
+        default_num_partitions: int,
+        default_replication_factor: int,
+    ) -> None:
+        self.log_manager = log_manager
+        self.node_id = node_id
+        self.clock = clock
+        self.default_num_partitions = default_num_partitions
+        self.default_replication_factor = default_replication_factor
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.metadata_log: MetadataLog | None = None
+        self._next_producer_id = 0
+        self._producer_id_limit = 0
+        self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
+
+    @property
+    def default_config(self) -> LogConfig:
+        return self.log_manager.default_config
+
+    @property
+    def image(self) -> MetadataImage:
+        assert self.metadata_log is not None, "startup() first"
+        return self.metadata_log.image
+
+    # -- start-up -----------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self.metadata_log = MetadataLog(self._open_metadata_log(), clock=self.clock)
+        image = self.metadata_log.replay()
+        for key in list(self.log_manager.logs):
+            if key == (METADATA_TOPIC, METADATA_PARTITION):
+                continue
+            topic = image.topics_by_name.get(key[0])
+            if topic is None or key[1] not in topic.partitions:
+                logger.warning("deleting stray log %s-%d: not in the metadata image", *key)
+                self.log_manager.delete_log(*key)
+        for topic in image.topics_by_name.values():
+            self._open_partitions(topic)
+
+    def _open_metadata_log(self) -> Log:
+        existing = self.log_manager.get_log(METADATA_TOPIC, METADATA_PARTITION)
+        if existing is not None:
+            existing.config = METADATA_LOG_CONFIG
+            return existing
+        # Kafka keeps the metadata log in metadata.log.dir, by default the first of log.dirs.
+        first: Path = self.log_manager.log_dirs[0]
+        log = Log.open(
+            first / f"{METADATA_TOPIC}-{METADATA_PARTITION}",
+            METADATA_LOG_CONFIG,
+            clock=self.clock,
+            had_clean_shutdown=True,
+            health=self.log_manager.health[first],
+        )
+        self.log_manager.logs[(METADATA_TOPIC, METADATA_PARTITION)] = log
+        return log
+
+    def _open_partitions(self, topic: TopicImage) -> None:
+        config = topic_config(self.image, topic.name, self.default_config)
+        for index, state in sorted(topic.partitions.items()):
+            log = self.log_manager.get_or_create_log(topic.name, index, config)
+            log.config = config
+            partition = Partition(log, topic_id=topic.topic_id, leader_epoch=state.leader_epoch,
+                                  node_id=self.node_id)
+            self.partitions[(topic.name, index)] = partition
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic_by_id(self, topic_id: UUID) -> TopicImage | None:
+        return self.image.topics_by_id.get(topic_id)
+
+    def topic_by_name(self, name: str) -> TopicImage | None:
+        return self.image.topics_by_name.get(name)
+
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        return {key: partition.high_watermark for key, partition in self.partitions.items()}
+
+    # -- topic operations ---------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        *,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
+    ) -> TopicPlan:
+        """Create a topic (raises the Kafka error of a refusal); ``validate_only`` writes nothing."""
+        plan = plan_create_topic(
+            self.image, name,
+            num_partitions=num_partitions, replication_factor=replication_factor,
+            configs=configs or {}, node_id=self.node_id,
+            default_num_partitions=self.default_num_partitions,
+            default_replication_factor=self.default_replication_factor,
+            default_config=self.default_config,
+        )
+        if validate_only:
+            return plan
+        assert self.metadata_log is not None
+        self.metadata_log.append(plan.records)
+        self._open_partitions(self.image.topics_by_id[plan.topic_id])
+        logger.info("created topic %s (%s) with %d partition(s)", name, plan.topic_id,
+                    plan.num_partitions)
+        return plan
+
+    def delete_topic(self, *, name: str | None = None, topic_id: UUID | None = None) -> TopicImage:
+        topic, records = plan_delete_topic(self.image, name=name, topic_id=topic_id)
+        assert self.metadata_log is not None
+        self.metadata_log.append(records)
+        waiters: list[Waiter] = []
+        for index in topic.partitions:
+            partition = self.partitions.pop((topic.name, index), None)
+            if partition is not None:
+                waiters += partition.take_waiters()
+            self.log_manager.delete_log(topic.name, index)
+        for callback in self.on_topics_deleted:
+            callback([topic])
+        for waiter in waiters:
+            waiter()
+        logger.info("deleted topic %s (%s)", topic.name, topic.topic_id)
+        return topic
+
+    # -- producer ids -------------------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """A new producer id; ids come in blocks recorded in the metadata log (ProducerIdsRecord)."""
+        if self._next_producer_id >= self._producer_id_limit:
+            assert self.metadata_log is not None
+            start = self.image.next_producer_id
+            limit = start + PRODUCER_ID_BLOCK_SIZE
+            self.metadata_log.append(
+                [ProducerIdsRecord(broker_id=self.node_id, broker_epoch=-1, next_producer_id=limit)]
+            )
+            self._next_producer_id, self._producer_id_limit = start, limit
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return producer_id

@@ -1,0 +1,107 @@
+"""The broker's periodic storage work, run off the event loop.
+
+    task         interval (Kafka's key)                      work
+    retention    log.retention.check.interval.ms            LogManager.run_retention(high watermarks)
+    flush        log.flush.scheduler.interval.ms            LogManager.flush_due_logs
+    checkpoint   log.flush.offset.checkpoint.interval.ms    LogManager.checkpoint
+    purge        min(log.segment.delete.delay.ms, 10 s)     LogManager.purge_deleted
+    cleaner      log.cleaner.backoff.ms (if log.cleaner.enable)   Cleaner.clean, dirtiest log first
+
+Storage work goes to one worker thread (so these never overlap each other); the cleaner has
+its own thread, as Kafka's cleaner threads are separate. A task whose interval is Long.MAX
+(Kafka's "never") is not started. A failure is logged and the task carries on at its next
+interval (storage errors are sticky in the log directory, so nothing is retried in a loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from broker.broker import Broker
+from storage.cleaner import Cleaner, cleanable_logs, cleaner_checkpoint_file
+from storage.config import LONG_MAX
+
+__all__ = ["Scheduler"]
+
+logger = logging.getLogger("samsa.broker.scheduler")
+
+PURGE_INTERVAL_MAX_MS = 10_000
+NEVER_MS = LONG_MAX // 2  # intervals at or above this are Kafka's "never"
+
+
+class Scheduler:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.storage_executor = ThreadPoolExecutor(1, thread_name_prefix="samsa-storage")
+        self.cleaner_executor = ThreadPoolExecutor(1, thread_name_prefix="samsa-cleaner")
+        self.cleaner = Cleaner()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        config = self.broker.config
+        log_manager = self.broker.log_manager
+        manager = self.broker.replica_manager
+        self._every("retention", config.log_retention_check_interval_ms,
+                    lambda: log_manager.run_retention(manager.high_watermarks()))
+        self._every("flush", config.log_flush_scheduler_interval_ms, log_manager.flush_due_logs)
+        self._every("checkpoint", config.log_flush_offset_checkpoint_interval_ms,
+                    log_manager.checkpoint)
+        purge_ms = min(config.log_config.file_delete_delay_ms, PURGE_INTERVAL_MAX_MS)
+        self._every("purge", max(purge_ms, 100), log_manager.purge_deleted)
+        if config.log_cleaner_enable:
+            self._every("cleaner", config.log_cleaner_backoff_ms, self._clean_one,
+                        executor=self.cleaner_executor)
+
+    def _every(
+        self, name: str, interval_ms: int, work: Callable[[], Any],
+        *, executor: ThreadPoolExecutor | None = None,
+    ) -> None:
+        if interval_ms <= 0 or interval_ms >= NEVER_MS:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._run(name, interval_ms / 1000, work, executor or self.storage_executor)
+        )
+        self._tasks.append(task)
+
+    async def _run(
+        self, name: str, interval: float, work: Callable[[], Any], executor: ThreadPoolExecutor
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await loop.run_in_executor(executor, work)
+            except Exception:
+                logger.exception("scheduled %s failed", name)
+
+    def _clean_one(self) -> None:
+        """Clean the dirtiest compacted log, if any (Kafka's cleaner thread, one round)."""
+        log_manager = self.broker.log_manager
+        checkpoints: dict[tuple[str, int], int] = {}
+        for directory in log_manager.log_dirs:
+            checkpoints.update(cleaner_checkpoint_file(directory).read())
+        now_ms = self.broker.clock.milliseconds()
+        high_watermarks = self.broker.replica_manager.high_watermarks()
+        candidates = cleanable_logs(
+            list(log_manager.logs.values()), now_ms=now_ms, checkpoints=checkpoints,
+            high_watermarks=high_watermarks,
+        )
+        if candidates:
+            log = candidates[0].log
+            self.cleaner.clean(log, now_ms=now_ms,
+                               high_watermark=high_watermarks.get((log.topic, log.partition)))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._shutdown_executors)
+
+    def _shutdown_executors(self) -> None:
+        self.cleaner_executor.shutdown(wait=True)
+        self.storage_executor.shutdown(wait=True)

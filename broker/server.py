@@ -1,0 +1,97 @@
+"""The listeners: accept connections, hand them to ``KafkaConnection``, stop cleanly.
+
+Start: one ``loop.create_server`` per listener; a port of 0 binds an ephemeral port, and the
+advertised listener of the same index then carries the bound port (so Metadata tells clients
+where to connect). Idle connections (``connections.max.idle.ms`` without traffic and nothing in
+flight) are closed by one periodic check, not a timer per connection.
+
+Stop: close the listening sockets, give in-flight requests until ``grace_seconds`` to be
+answered (each connection's response queue empties; woken by the connections, no polling
+loops beyond the idle check), then close every connection.
+
+Owned by the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.apis import ApiSpec, load_apis
+from broker.broker import Broker
+from broker.config import Listener
+from broker.connection import KafkaConnection, RequestGate
+
+__all__ = ["Server"]
+
+logger = logging.getLogger("samsa.broker.server")
+
+IDLE_CHECK_MAX_SECONDS = 10.0
+
+
+class Server:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.apis: dict[int, ApiSpec] = load_apis()
+        self.gate = RequestGate(broker.config.queued_max_requests)
+        self.connections: set[KafkaConnection] = set()
+        self.bound: list[Listener] = []
+        self._servers: list[asyncio.Server] = []
+        self._idle_task: asyncio.Task[None] | None = None
+        self._quiet: asyncio.Future[None] | None = None
+
+    async def start(self) -> list[Listener]:
+        loop = asyncio.get_running_loop()
+        advertised = list(self.broker.advertised)
+        for index, listener in enumerate(self.broker.config.listeners):
+            server = await loop.create_server(
+                lambda: KafkaConnection(self), host=listener.host or None, port=listener.port,
+                reuse_address=True, backlog=511,
+            )
+            self._servers.append(server)
+            host, port = server.sockets[0].getsockname()[:2]
+            self.bound.append(Listener(listener.name, listener.host or host, port))
+            if index < len(advertised) and advertised[index].port == 0:
+                advertised[index] = Listener(advertised[index].name, advertised[index].host, port)
+        self.broker.advertised = tuple(advertised)
+        self._idle_task = loop.create_task(self._close_idle_connections())
+        return self.bound
+
+    async def _close_idle_connections(self) -> None:
+        idle_ms = self.broker.config.connections_max_idle_ms
+        if idle_ms < 0:
+            return
+        loop = asyncio.get_running_loop()
+        interval = min(IDLE_CHECK_MAX_SECONDS, max(idle_ms / 1000 / 4, 0.05))
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            for connection in list(self.connections):
+                if connection.is_idle(now, idle_ms / 1000):
+                    logger.info("closing idle connection %s", connection.connection_id)
+                    connection.close()
+
+    def on_place_released(self) -> None:
+        """A connection answered a request; at shutdown, the last answer ends the wait."""
+        if self._quiet is not None and not self._quiet.done() and self.gate.in_use == 0:
+            self._quiet.set_result(None)
+
+    async def stop(self, *, grace_seconds: float = 10.0) -> None:
+        for server in self._servers:
+            server.close()
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        self.broker.stopping = True
+        for partition in list(self.broker.replica_manager.partitions.values()):
+            self.broker.wake(partition.take_waiters())  # long polls answer now
+        if self.gate.in_use:
+            self._quiet = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait_for(self._quiet, grace_seconds)
+            except TimeoutError:
+                logger.warning("%d request(s) still in flight at shutdown", self.gate.in_use)
+        for connection in list(self.connections):
+            connection.close()
+        for server in self._servers:
+            await server.wait_closed()
+        await asyncio.sleep(0)  # let connection_lost callbacks run

@@ -1,0 +1,42 @@
+"""The API registry: every handler module registers itself; ApiVersions is computed from it."""
+
+from __future__ import annotations
+
+from broker.apis import load_apis
+from broker.apis.api_versions import supported_versions, unsupported_version_frame
+from protocol.messages import REQUESTS
+from protocol.messages.api_versions_response import ApiVersionsResponse
+
+# Kafka 4.0's lowest versions (KIP-896) for what this broker serves.
+KAFKA_4_MINIMUM = {0: 3, 1: 4, 2: 1, 3: 0, 18: 0, 19: 2, 20: 1, 22: 0}
+
+
+def test_every_module_registers_its_range_up_to_the_schema_maximum() -> None:
+    registry = load_apis()
+    assert {key: spec.min_version for key, spec in registry.items()} == KAFKA_4_MINIMUM
+    for key, spec in registry.items():
+        assert spec.max_version == REQUESTS[key].MAX_VERSION
+        assert spec.name
+
+
+def test_api_versions_lists_the_registry() -> None:
+    registry = load_apis()
+    listed = {v.api_key: (v.min_version, v.max_version) for v in supported_versions()}
+    assert listed == {key: (s.min_version, s.max_version) for key, s in registry.items()}
+
+
+def test_unsupported_api_versions_reply_is_v0_with_our_range() -> None:
+    frame = unsupported_version_frame(42)
+    assert frame[4:8] == (42).to_bytes(4, "big")
+    response = ApiVersionsResponse.decode(frame[8:], 0)
+    assert response.error_code == 35
+    assert [(v.api_key, v.min_version, v.max_version) for v in response.api_keys] == [(18, 0, 4)]
+
+
+def test_handler_modules_open_with_their_version_range() -> None:
+    import importlib
+
+    for key, spec in load_apis().items():
+        module = importlib.import_module(spec.handle.__module__)
+        assert module.__doc__ is not None
+        assert module.__doc__.startswith(f"{spec.name}: v{spec.min_version}–v{spec.max_version}"), key

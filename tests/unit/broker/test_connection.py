@@ -1,0 +1,116 @@
+"""The connection core without sockets: ordering of responses, the request gate, and a whole
+connection driven through a fake transport against a broker on a temp directory."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+
+from broker.broker import Broker
+from broker.config import BrokerConfig
+from broker.connection import KafkaConnection, RequestGate, ResponseQueue
+from broker.server import Server
+from protocol.frames import encode_request
+from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from protocol.messages.request_header import RequestHeader
+from storage.clock import ManualClock
+
+
+def test_responses_leave_in_request_order_whatever_order_they_finish_in() -> None:
+    queue = ResponseQueue()
+    first, second, third = queue.reserve(), queue.reserve(), queue.reserve()
+    queue.fill(third, [b"3"])
+    queue.fill(second, [b"2"])
+    assert queue.pop_ready() is None  # the first is still pending
+    queue.fill(first, [b"1"])
+    assert [queue.pop_ready().parts for _ in range(3)] == [[b"1"], [b"2"], [b"3"]]  # type: ignore[union-attr]
+    assert queue.pop_ready() is None
+
+
+def test_gate_admits_up_to_capacity_and_wakes_waiters() -> None:
+    gate = RequestGate(2)
+    assert gate.try_acquire() and gate.try_acquire() and not gate.try_acquire()
+    woken: list[int] = []
+    gate.wait(lambda: woken.append(1))
+    callbacks = gate.release()
+    assert len(callbacks) == 1 and gate.in_use == 1
+    callbacks[0]()
+    assert woken == [1]
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.reading = True
+        self.closed = False
+
+    def get_extra_info(self, name: str, default=None):  # type: ignore[no-untyped-def]
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int = 0, low: int = 0) -> None:
+        pass
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_reading(self) -> bool:
+        return self.reading
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    abort = close
+
+
+def correlation_ids(data: bytes) -> list[int]:
+    ids, position = [], 0
+    while position < len(data):
+        size, correlation_id = struct.unpack_from(">ii", data, position)
+        ids.append(correlation_id)
+        position += 4 + size
+    return ids
+
+
+def frame(api_key: int, version: int, correlation_id: int, request) -> bytes:  # type: ignore[no-untyped-def]
+    header = RequestHeader(request_api_key=api_key, request_api_version=version,
+                           correlation_id=correlation_id, client_id="test")
+    return encode_request(header, request)
+
+
+def test_pipelined_long_poll_and_metadata_are_answered_in_order(tmp_path: Path) -> None:
+    async def scenario() -> tuple[list[int], list[int]]:
+        config = BrokerConfig.from_properties({"log.dirs": str(tmp_path), "queued.max.requests": "2"})
+        broker = Broker.create(config, clock=ManualClock())
+        broker.startup()
+        broker.replica_manager.create_topic("t")
+        connection = KafkaConnection(Server(broker))
+        transport = FakeTransport()
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        long_poll = FetchRequest(max_wait_ms=50, min_bytes=10**6, topics=[FetchTopic(
+            topic="t", partitions=[FetchPartition(partition=0, partition_max_bytes=100)])])
+        metadata = MetadataRequest(topics=[MetadataRequestTopic(name="t")])
+        stream = frame(1, 11, 1, long_poll) + frame(3, 12, 2, metadata) + frame(3, 12, 3, metadata)
+        for index in range(len(stream)):  # one byte at a time
+            connection.data_received(stream[index : index + 1])
+        early = correlation_ids(bytes(transport.written))
+        assert not transport.reading  # the third request waits for a place (queued.max.requests=2)
+        await asyncio.sleep(0.2)
+        late = correlation_ids(bytes(transport.written))
+        connection.connection_lost(None)
+        broker.shutdown()
+        return early, late
+
+    early, late = asyncio.run(scenario())
+    assert early == []  # the metadata answer waits behind the long poll
+    assert late == [1, 2, 3]
