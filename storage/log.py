@@ -17,7 +17,10 @@ raises ``recovery_point``. Replication, not fsync, is what makes acks=all durabl
 I/O errors are sticky: the first ``OSError`` takes the log directory offline (``DirectoryHealth``)
 and every later call raises ``KafkaStorageError`` without touching the disk.
 
-State is owned by one task (the broker's event loop); only ``flush`` may run on a worker thread.
+Threads: appends, reads and truncation happen on the owner (the broker's event loop);
+maintenance (flush, retention, purge, checkpoints, and the cleaner's swap) may run on worker
+threads. Every change to the segment list takes ``_lock``; the broker runs the maintenance jobs of
+one log one at a time, so retention never races a cleaning of the same log.
 """
 
 from __future__ import annotations
