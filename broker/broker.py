@@ -52,6 +52,7 @@ class Broker:
             default_config=config.log_config,
             clock=clock,
             recovery_threads_per_dir=config.num_recovery_threads_per_data_dir,
+            cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
         )
         replica_manager = ReplicaManager(
             log_manager,

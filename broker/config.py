@@ -126,6 +126,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "log.flush.start.offset.checkpoint.interval.ms": BrokerKey("60000", _integer(0, INT_MAX)),
     "log.cleaner.enable": BrokerKey("true", _boolean),
     "log.cleaner.backoff.ms": BrokerKey("15000", _integer(0)),
+    "log.cleaner.dedupe.buffer.size": BrokerKey("134217728", _integer(1024 * 1024)),
     "offsets.topic.num.partitions": BrokerKey("50", _integer(1, INT_MAX)),
     "metrics.port": BrokerKey("0", _integer(0, 65535)),
     # Broker-wide defaults of topic configs (Kafka's ServerLogConfigs -> TopicConfig).
@@ -176,6 +177,7 @@ class BrokerConfig:
     log_flush_offset_checkpoint_interval_ms: int
     log_cleaner_enable: bool
     log_cleaner_backoff_ms: int
+    log_cleaner_dedupe_buffer_size: int
     offsets_topic_num_partitions: int
     metrics_port: int
     log_config: LogConfig
@@ -211,6 +213,7 @@ class BrokerConfig:
             ),
             log_cleaner_enable=bool(values["log.cleaner.enable"]),
             log_cleaner_backoff_ms=_int(values, "log.cleaner.backoff.ms"),
+            log_cleaner_dedupe_buffer_size=_int(values, "log.cleaner.dedupe.buffer.size"),
             offsets_topic_num_partitions=_int(values, "offsets.topic.num.partitions"),
             metrics_port=_int(values, "metrics.port"),
             log_config=_log_config(raw, values),

@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from broker.broker import Broker
-from storage.cleaner import Cleaner, cleanable_logs, cleaner_checkpoint_file
 from storage.config import LONG_MAX
 
 __all__ = ["Scheduler"]
@@ -38,7 +37,6 @@ class Scheduler:
         self.broker = broker
         self.storage_executor = ThreadPoolExecutor(1, thread_name_prefix="samsa-storage")
         self.cleaner_executor = ThreadPoolExecutor(1, thread_name_prefix="samsa-cleaner")
-        self.cleaner = Cleaner()
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -80,20 +78,7 @@ class Scheduler:
 
     def _clean_one(self) -> None:
         """Clean the dirtiest compacted log, if any (Kafka's cleaner thread, one round)."""
-        log_manager = self.broker.log_manager
-        checkpoints: dict[tuple[str, int], int] = {}
-        for directory in log_manager.log_dirs:
-            checkpoints.update(cleaner_checkpoint_file(directory).read())
-        now_ms = self.broker.clock.milliseconds()
-        high_watermarks = self.broker.replica_manager.high_watermarks()
-        candidates = cleanable_logs(
-            list(log_manager.logs.values()), now_ms=now_ms, checkpoints=checkpoints,
-            high_watermarks=high_watermarks,
-        )
-        if candidates:
-            log = candidates[0].log
-            self.cleaner.clean(log, now_ms=now_ms,
-                               high_watermark=high_watermarks.get((log.topic, log.partition)))
+        self.broker.log_manager.clean_dirtiest_log(self.broker.replica_manager.high_watermarks())
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -135,6 +135,9 @@ class Log:
         # Guards the segment list: the cleaner swaps segments from a worker thread while the
         # owner appends and rolls. Held only for list changes and renames, never for I/O loops.
         self._lock = threading.RLock()
+        # Held by the cleaner for a whole round; retention skips a log being cleaned (Kafka
+        # pauses one for the other) so the cleaner's swap never meets a segment already gone.
+        self.maintenance_lock = threading.Lock()
 
     # -- opening ------------------------------------------------------------------------------
 

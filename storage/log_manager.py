@@ -184,8 +184,13 @@ class LogManager:
     def run_retention(self, high_watermarks: dict[TopicPartition, int] | None = None) -> int:
         deleted = 0
         for key, log in self._online_items():
-            hw = None if high_watermarks is None else high_watermarks.get(key)
-            deleted += log.delete_old_segments(high_watermark=hw)
+            if not log.maintenance_lock.acquire(blocking=False):
+                continue  # being cleaned: its retention waits for the next check
+            try:
+                hw = None if high_watermarks is None else high_watermarks.get(key)
+                deleted += log.delete_old_segments(high_watermark=hw)
+            finally:
+                log.maintenance_lock.release()
         return deleted
 
     def purge_deleted(self) -> int:
@@ -225,7 +230,8 @@ class LogManager:
         key = (log.topic, log.partition)
         high_watermark = None if high_watermarks is None else high_watermarks.get(key)
         try:
-            return self.cleaner.clean(log, now_ms=now_ms, high_watermark=high_watermark)
+            with log.maintenance_lock:
+                return self.cleaner.clean(log, now_ms=now_ms, high_watermark=high_watermark)
         except KafkaError as error:
             logger.error("cleaning %s-%d failed; it is skipped until restart: %s", *key, error)
             self.uncleanable.add(key)
