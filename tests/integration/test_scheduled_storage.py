@@ -51,8 +51,7 @@ def test_the_broker_compacts_a_compacted_topic(start_broker) -> None:  # type: i
         for key in (b"alice", b"bob"):
             producer.produce("users", key=key, value=b"%s-%d" % (key, round_number))
         producer.flush(10)
-    assert len(read_all(broker.bootstrap, "users")) == 80
-
+    # The cleaner may already have run while producing: only the outcome is asserted.
     eventually(lambda: len(read_all(broker.bootstrap, "users")) < 30)
     latest = dict(read_all(broker.bootstrap, "users"))
     assert latest == {b"alice": b"alice-39", b"bob": b"bob-39"}
