@@ -21,6 +21,18 @@ Threads: appends, reads and truncation happen on the owner (the broker's event l
 maintenance (flush, retention, purge, checkpoints, and the cleaner's swap) may run on worker
 threads. Every change to the segment list takes ``_lock``; the broker runs the maintenance jobs of
 one log one at a time, so retention never races a cleaning of the same log.
+
+Idempotent producers (``storage.producer_state``): a client batch with a producer id is checked
+after validation and before offsets are handed out; a retried batch (a duplicate of one of the
+producer's last 5) is answered with its original offsets (``AppendResult.duplicate``) and nothing
+is written. Batches without a producer id skip all of it. Producer state snapshots
+(``<offset>.snapshot``) are written when a segment rolls, on a clean close and after recovery or
+truncation; they go with their segment on retention, and those above a truncation point go with
+it. Loading takes the newest snapshot at or below the log end offset and replays the batch headers
+after it (Kafka's ``rebuildProducerState``). The producer state belongs to the owner: retention
+deletes snapshot files of removed segments but never touches the state, and producer expiry runs
+on the owner, at most every ``producer.id.expiration.check.interval.ms``, when a producer's batch
+arrives (or when ``remove_expired_producers`` is called).
 """
 
 from __future__ import annotations
@@ -51,6 +63,20 @@ from protocol.records import (
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError
+from storage.producer_state import (
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    PRODUCER_ID_EXPIRATION_MS,
+    BatchMetadata,
+    CorruptSnapshotError,
+    ProducerAppend,
+    ProducerStateManager,
+    delete_snapshot_file,
+    list_snapshot_offsets,
+    read_snapshot_file,
+    remove_stray_snapshots,
+    snapshot_path,
+    write_snapshot_file,
+)
 from storage.recovery import clean_partition_directory
 from storage.segment import (
     INDEX_SUFFIX,
@@ -103,6 +129,8 @@ class AppendResult(NamedTuple):
     size_in_bytes: int
     rolled: bool
     flush_due: bool
+    # A retried idempotent batch: the offsets are the original append's; nothing was written.
+    duplicate: bool = False
 
 
 @dataclass
@@ -119,6 +147,7 @@ class Log:
         *,
         clock: Clock,
         health: DirectoryHealth | None = None,
+        producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.directory = directory
         self.config = config  # the setter also prepares the validation rules
@@ -138,6 +167,13 @@ class Log:
         # Held by the cleaner for a whole round; retention skips a log being cleaned (Kafka
         # pauses one for the other) so the cleaner's swap never meets a segment already gone.
         self.maintenance_lock = threading.Lock()
+        self.producer_state = ProducerStateManager(
+            producer_id_expiration_ms=producer_id_expiration_ms
+        )
+        # The offset of the newest snapshot written or loaded (Kafka's lastSnapOffset): a
+        # snapshot is only written at a higher offset.
+        self._producer_snapshot_offset = 0
+        self._last_producer_expiry_check_ms = clock.monotonic_ms()
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -152,10 +188,14 @@ class Log:
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
         health: DirectoryHealth | None = None,
+        producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Load (and if needed recover) the log in ``directory``, creating it when absent."""
         directory.mkdir(parents=True, exist_ok=True)
-        log = cls(directory, config, clock=clock, health=health)
+        log = cls(
+            directory, config, clock=clock, health=health,
+            producer_id_expiration_ms=producer_id_expiration_ms,
+        )
         log._load(recovery_point, log_start_offset, had_clean_shutdown)
         return log
 
@@ -184,6 +224,8 @@ class Log:
             self.purge_deleted_segments(force=True)
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
         self._load_rolling_timestamp(self.active_segment)
+        remove_stray_snapshots(self.directory, self._base_offsets)
+        self._rebuild_producer_state(replay=True)
 
     def _active_next_offset(self) -> int:
         """The LEO from the active segment; an unreadable tail (damage after a clean shutdown)
@@ -335,8 +377,16 @@ class Log:
         now_ms = self.clock.milliseconds()
         rules = self._client_rules
         validated = validate_batches(records, rules, now_ms=now_ms)
-        if rules.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            return self._append_with_log_append_time(records, validated, leader_epoch, now_ms)
+        log_append_time = now_ms if rules.timestamp_type == TimestampType.LOG_APPEND_TIME else -1
+        producers = None
+        if _has_producer_id(validated.headers):
+            producers = self._check_producers(validated, log_append_time)
+            if producers.duplicate is not None:
+                return self._duplicate_result(producers.duplicate, log_append_time)
+        if log_append_time >= 0:
+            return self._append_with_log_append_time(
+                records, validated, leader_epoch, now_ms, producers
+            )
         view = memoryview(records)
         parts: list[bytes | memoryview] = []
         base_offsets: list[int] = []
@@ -346,7 +396,33 @@ class Log:
             parts.append(view[position + _PREFIX.size : position + header.size_in_bytes])
             base_offsets.append(next_offset)
             next_offset += header.last_offset_delta + 1
-        return self._append(parts, len(view), validated, base_offsets, -1)
+        return self._append(parts, len(view), validated, base_offsets, -1, producers)
+
+    def _check_producers(self, validated: ValidatedBatches, log_append_time: int) -> ProducerAppend:
+        self._maybe_expire_producers()
+        return self.producer_state.check_client_append(
+            validated.headers, self.log_end_offset, log_append_time=log_append_time
+        )
+
+    def _duplicate_result(self, duplicate: BatchMetadata, log_append_time: int) -> AppendResult:
+        """A retried batch: the original append's offsets, nothing written.
+
+        Kafka puts the batch's max timestamp in the log append time field even for CreateTime
+        topics; here it is only given for LogAppendTime topics, where it is the log append time.
+        """
+        return AppendResult(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            duplicate.timestamp,
+            duplicate.last_offset,
+            duplicate.timestamp if log_append_time >= 0 else -1,
+            self.log_start_offset,
+            0,
+            0,
+            False,
+            False,
+            duplicate=True,
+        )
 
     def _append_with_log_append_time(
         self,
@@ -354,6 +430,7 @@ class Log:
         validated: ValidatedBatches,
         leader_epoch: int,
         now_ms: int,
+        producers: ProducerAppend | None,
     ) -> AppendResult:
         buffer = bytearray(records)
         base_offsets: list[int] = []
@@ -364,7 +441,7 @@ class Log:
             set_log_append_time(buffer, position, now_ms)
             base_offsets.append(next_offset)
             next_offset += header.last_offset_delta + 1
-        return self._append([buffer], len(buffer), validated, base_offsets, now_ms)
+        return self._append([buffer], len(buffer), validated, base_offsets, now_ms, producers)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry offsets (replication, the cleaner's tests)."""
@@ -381,7 +458,11 @@ class Log:
                 raise InvalidRecordError(f"offsets out of order at base offset {header.base_offset}")
             previous = header.last_offset
         base_offsets = [header.base_offset for header in validated.headers]
-        return self._append([records], len(records), validated, base_offsets, -1)
+        producers = None
+        if _has_producer_id(validated.headers):
+            self._maybe_expire_producers()
+            producers = self.producer_state.prepare_replica_append(validated.headers)
+        return self._append([records], len(records), validated, base_offsets, -1, producers)
 
     def _append(
         self,
@@ -390,6 +471,7 @@ class Log:
         validated: ValidatedBatches,
         base_offsets: list[int],
         log_append_time: int,
+        producers: ProducerAppend | None = None,
     ) -> AppendResult:
         headers = validated.headers
         last_offset = base_offsets[-1] + headers[-1].last_offset_delta
@@ -407,6 +489,8 @@ class Log:
         except OSError as error:
             self._go_offline(error)
         self.log_end_offset = last_offset + 1
+        if producers is not None:
+            self.producer_state.apply(producers)
         return AppendResult(
             base_offsets[0],
             last_offset,
@@ -457,7 +541,81 @@ class Log:
 
         segment = self._guard(do_roll)
         logger.info("rolled %s to new segment at offset %d", self.directory.name, segment.base_offset)
+        # The snapshot at the new segment's base lets recovery replay this segment alone.
+        self._guard(lambda: self._take_producer_snapshot(segment.base_offset))
         return segment
+
+    # -- producer state -----------------------------------------------------------------------
+
+    def remove_expired_producers(self) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms`` (owner only)."""
+        self._last_producer_expiry_check_ms = self.clock.monotonic_ms()
+        return self.producer_state.remove_expired(self.clock.milliseconds())
+
+    def _maybe_expire_producers(self) -> None:
+        elapsed = self.clock.monotonic_ms() - self._last_producer_expiry_check_ms
+        if elapsed >= PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS:
+            self.remove_expired_producers()
+
+    def _take_producer_snapshot(self, offset: int) -> None:
+        """Kafka's ``takeSnapshot``: the state below ``offset``, unless no newer than the last."""
+        if offset <= self._producer_snapshot_offset:
+            return
+        write_snapshot_file(self.directory, offset, self.producer_state.snapshot_bytes())
+        self._producer_snapshot_offset = offset
+
+    def _rebuild_producer_state(self, *, replay: bool) -> None:
+        """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
+        (log start, LEO], load the newest readable one, replay the batch headers after it (unless
+        ``replay`` is False: a truncation of a log no producer uses) and snapshot the LEO."""
+
+        def rebuild() -> None:
+            for offset in list_snapshot_offsets(self.directory):
+                if offset > self.log_end_offset or offset <= self.log_start_offset:
+                    delete_snapshot_file(self.directory, offset)
+            start = self._load_newest_snapshot()
+            if replay and start < self.log_end_offset:
+                self._replay_producer_batches(start)
+            self._take_producer_snapshot(self.log_end_offset)
+
+        self._guard(rebuild)
+
+    def _load_newest_snapshot(self) -> int:
+        """Load the newest snapshot that reads back whole (corrupt ones are deleted); returns
+        its offset, or the log start offset (and an empty state) when there is none."""
+        now_ms = self.clock.milliseconds()
+        for offset in reversed(list_snapshot_offsets(self.directory)):
+            path = snapshot_path(self.directory, offset)
+            try:
+                entries = read_snapshot_file(path)
+            except CorruptSnapshotError as error:
+                logger.warning("deleting corrupt producer snapshot %s: %s", path, error)
+                path.unlink(missing_ok=True)
+                continue
+            self.producer_state.load(entries, now_ms)
+            self._producer_snapshot_offset = offset
+            return offset
+        self.producer_state.clear()
+        self._producer_snapshot_offset = self.log_start_offset
+        return self.log_start_offset
+
+    def _replay_producer_batches(self, start: int) -> None:
+        """Apply the header of every batch from ``start`` to the LEO (no record is decoded).
+
+        As Kafka, a snapshot is written on the way at the base of each of the last two segments,
+        so that a later truncation replays from there rather than from further back.
+        """
+        snapshot_bases = set(self._base_offsets[-2:])
+        state = self.producer_state
+        for segment in self._segments[self._segment_index_for(start) :]:
+            position = 0
+            if segment.base_offset > start and segment.base_offset in snapshot_bases:
+                self._take_producer_snapshot(segment.base_offset)
+            elif segment.base_offset < start:
+                position = segment.offset_index.lookup(start)[1]
+            for _, header in segment.scan_headers(position):
+                if header.last_offset >= start:
+                    state.replay(header)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -588,6 +746,9 @@ class Log:
             return True
         self._guard(lambda: self._truncate_segments(offset))
         logger.warning("truncated %s to offset %d", self.directory.name, self.log_end_offset)
+        # Snapshots above the new end go; the state is reloaded and replayed up to it. A log no
+        # producer uses has nothing to replay (Kafka's isEmptyBeforeTruncation).
+        self._rebuild_producer_state(replay=len(self.producer_state) > 0)
         return True
 
     def _truncate_segments(self, offset: int) -> None:
@@ -611,9 +772,13 @@ class Log:
             with self._lock:
                 self._remove_segments(list(self._segments))
                 self._add_segment(self._new_segment(new_offset))
+            for offset in list_snapshot_offsets(self.directory):
+                delete_snapshot_file(self.directory, offset)
 
         self._guard(restart)
         self.log_start_offset = self.log_end_offset = self.recovery_point = new_offset
+        self.producer_state.clear()
+        self._producer_snapshot_offset = new_offset
         logger.warning("truncated %s fully; it restarts at offset %d", self.directory.name, new_offset)
 
     def _remove_segments(self, segments: list[LogSegment]) -> None:
@@ -662,7 +827,13 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         for segment in deletable:
             logger.info("retention removed %s", segment.log_path)
+        # Snapshot files only: the producer state in memory is kept (Kafka, since KIP-360).
+        self._guard(lambda: self._delete_producer_snapshots(deletable))
         return len(deletable)
+
+    def _delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
+        for segment in segments:
+            delete_snapshot_file(self.directory, segment.base_offset)
 
     def _deletable_segments(self, upper: int) -> list[LogSegment]:
         now = self.clock.milliseconds()
@@ -707,6 +878,7 @@ class Log:
         """Clean close: flush, final time-index entry, indexes trimmed, deleted files unlinked."""
 
         def close_all() -> None:
+            self._take_producer_snapshot(self.log_end_offset)
             self.flush()
             self.active_segment.on_become_inactive()
             for segment in self._segments:
@@ -714,6 +886,14 @@ class Log:
 
         self._guard(close_all)
         self.purge_deleted_segments(force=True)
+
+
+def _has_producer_id(headers: Sequence[BatchHeader]) -> bool:
+    """The produce hot path's only producer-state cost for batches without a producer id."""
+    for header in headers:  # noqa: SIM110 - a plain loop: any() with a generator costs more
+        if header.producer_id >= 0:
+            return True
+    return False
 
 
 def parse_topic_partition(name: str) -> tuple[str, int]:

@@ -9,8 +9,13 @@ RECORD_LIST_TOO_LARGE (more bytes than ``segment.bytes``), INVALID_TIMESTAMP,
 KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for the whole request. With acks=0 nothing is sent
 back, and an error closes the connection (as Kafka does, so the producer notices).
 
-Not implemented: idempotence checks (producer id/epoch/sequence are stored, not verified, so a
-retried batch can be duplicated), transactions, quotas (throttle_time_ms is 0).
+Idempotent producers (``storage.producer_state``): OUT_OF_ORDER_SEQUENCE_NUMBER,
+INVALID_PRODUCER_EPOCH, and INVALID_TXN_STATE for a transactional batch. A retried batch (a
+duplicate of one of the producer's last 5) is answered as Kafka does: error NONE with the
+original base offset, and nothing is appended. A producer whose state is gone (expired) simply
+starts again: UNKNOWN_PRODUCER_ID is never returned (KIP-360).
+
+Not implemented: transactions, quotas (throttle_time_ms is 0).
 """
 
 from __future__ import annotations

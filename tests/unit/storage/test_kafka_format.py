@@ -219,12 +219,16 @@ def test_file_names_are_20_digit_base_offsets(tmp_path: Path) -> None:
     for _ in range(60):
         log.append_as_leader(encode_batch([Record(0, NOW, b"k", b"v" * 100)], base_offset=0))
     log.close()
-    names = sorted(p.name for p in log.directory.iterdir())
+    names = sorted(p.name for p in log.directory.iterdir() if p.suffix != ".snapshot")
     stems = sorted({name.split(".")[0] for name in names})
     assert stems == [f"{s.base_offset:020d}" for s in log.segments]
     assert stems[0] == "00000000012345678901" and len(stems) > 1
     assert all(re.fullmatch(r"\d{20}\.(log|index|timeindex)", name) for name in names)
     assert len(names) == 3 * len(stems)
+    # Producer snapshots: one per roll (at the new segment's base) and one at the LEO on close.
+    snapshots = sorted(p.name for p in log.directory.glob("*.snapshot"))
+    offsets = [s.base_offset for s in log.segments[1:]] + [log.log_end_offset]
+    assert snapshots == [f"{offset:020d}.snapshot" for offset in offsets]
 
 
 def test_checkpoint_files_are_kafkas_text_format(tmp_path: Path) -> None:
