@@ -182,6 +182,7 @@ class BrokerConfig:
     metrics_port: int
     log_config: LogConfig
     properties: Mapping[str, str] = field(default_factory=dict)
+    explicit_keys: frozenset[str] = frozenset()  # the keys the file or overrides set (static)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
@@ -218,6 +219,7 @@ class BrokerConfig:
             metrics_port=_int(values, "metrics.port"),
             log_config=_log_config(raw, values),
             properties=raw,
+            explicit_keys=frozenset(key for key in properties if key in BROKER_KEYS),
         )
 
     @classmethod

@@ -4,7 +4,9 @@ Start-up: the log manager loads every log; the metadata log is replayed into the
 partition of the image gets its ``Partition`` (creating its log if missing) and its topic's
 config; a log whose topic is not in the image (a deletion cut short by a crash) is deleted.
 
-Topic operations go through the single-node controller (``replication.metadata.controller``):
+Config changes (``alter_configs``) are ConfigRecords appended the same way and applied to the live
+logs at once; a BROKER record changes the topic defaults (``resolve_default_config``, set by the
+broker) and so every log. Topic operations go through the single-node controller (``replication.metadata.controller``):
 plan the records, append them to the metadata log (fsynced), then create or delete the logs.
 Everything here runs on the broker's event loop; creating a topic's logs and the metadata fsync
 are short synchronous disk work, done inline so that an operation is atomic for the handlers.
@@ -13,18 +15,20 @@ are short synchronous disk work, done inline so that an operation is atomic for 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from uuid import UUID
 
+from protocol.messages.metadata.config_record import ConfigRecord
 from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
 from replication.metadata.controller import (
     TopicPlan,
+    plan_create_partitions,
     plan_create_topic,
     plan_delete_topic,
     topic_config,
 )
-from replication.metadata.image import MetadataImage, TopicImage
+from replication.metadata.image import TOPIC_RESOURCE_TYPE, MetadataImage, TopicImage
 from replication.metadata.log import METADATA_PARTITION, METADATA_TOPIC, MetadataLog
 from replication.partition import Partition, Waiter
 from storage.clock import Clock
@@ -61,6 +65,8 @@ class ReplicaManager:
         self._next_producer_id = 0
         self._producer_id_limit = 0
         self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
+        # The topic defaults with the image's dynamic broker configs applied; None: the static ones.
+        self.resolve_default_config: Callable[[MetadataImage], LogConfig] | None = None
 
     @property
     def default_config(self) -> LogConfig:
@@ -76,6 +82,7 @@ class ReplicaManager:
     def startup(self) -> None:
         self.metadata_log = MetadataLog(self._open_metadata_log(), clock=self.clock)
         image = self.metadata_log.replay()
+        self._refresh_default_config()
         for key in list(self.log_manager.logs):
             if key == (METADATA_TOPIC, METADATA_PARTITION):
                 continue
@@ -103,9 +110,11 @@ class ReplicaManager:
         self.log_manager.logs[(METADATA_TOPIC, METADATA_PARTITION)] = log
         return log
 
-    def _open_partitions(self, topic: TopicImage) -> None:
+    def _open_partitions(self, topic: TopicImage, first_index: int = 0) -> None:
         config = topic_config(self.image, topic.name, self.default_config)
         for index, state in sorted(topic.partitions.items()):
+            if index < first_index:
+                continue
             log = self.log_manager.get_or_create_log(topic.name, index, config)
             log.config = config
             partition = Partition(log, topic_id=topic.topic_id, leader_epoch=state.leader_epoch,
@@ -171,6 +180,56 @@ class ReplicaManager:
             waiter()
         logger.info("deleted topic %s (%s)", topic.name, topic.topic_id)
         return topic
+
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        *,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Grow a topic to ``count`` partitions (raises the Kafka error of a refusal)."""
+        topic, records = plan_create_partitions(
+            self.image, name, count, assignments=assignments, node_id=self.node_id
+        )
+        if validate_only:
+            return
+        first_new = len(topic.partitions)
+        assert self.metadata_log is not None
+        self.metadata_log.append(records)
+        self._open_partitions(self.image.topics_by_name[name], first_index=first_new)
+        logger.info("topic %s now has %d partition(s)", name, count)
+
+    # -- configs ------------------------------------------------------------------------------
+
+    def alter_configs(self, records: Sequence[ConfigRecord]) -> None:
+        """Append ConfigRecords (fsynced), then give the affected logs their new config."""
+        if not records:
+            return
+        assert self.metadata_log is not None
+        self.metadata_log.append(records)
+        if all(record.resource_type == TOPIC_RESOURCE_TYPE for record in records):
+            topics = {record.resource_name for record in records}
+        else:
+            self._refresh_default_config()
+            topics = set(self.image.topics_by_name)
+        for name in sorted(topics):
+            self._apply_topic_config(name)
+
+    def _refresh_default_config(self) -> None:
+        if self.resolve_default_config is not None:
+            self.log_manager.default_config = self.resolve_default_config(self.image)
+
+    def _apply_topic_config(self, name: str) -> None:
+        topic = self.image.topics_by_name.get(name)
+        if topic is None:
+            return
+        config = topic_config(self.image, name, self.default_config)
+        for index in topic.partitions:
+            partition = self.partitions.get((name, index))
+            if partition is not None:
+                partition.log.config = config
 
     # -- producer ids -------------------------------------------------------------------------
 

@@ -17,12 +17,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from uuid import UUID
 
+from protocol.errors import (
+    FencedLeaderEpochError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+    UnknownLeaderEpochError,
+)
 from storage.log import AppendResult, Log
 from storage.segment import FetchSlice
 
-__all__ = ["Partition", "Waiter"]
+__all__ = ["HIGH_WATERMARK", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "Partition", "Waiter"]
 
 Waiter = Callable[[], None]
+
+HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK: delete up to the high watermark
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
 
 
 class Partition:
@@ -69,6 +79,56 @@ class Partition:
     ) -> FetchSlice | None:
         limit = self.high_watermark if up_to_high_watermark else None
         return self.log.read(offset, max_bytes, max_offset=limit, min_one_message=min_one_message)
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords (Kafka's ``deleteRecordsOnLeader``): raise the log start offset to
+        ``offset`` (-1: the high watermark); returns the low watermark (the log start offset;
+        on one node no replica lags). Segments below it go at the next retention run."""
+        if not self.log.config.delete:
+            raise PolicyViolationError(
+                f"Records of partition {self.topic}-{self.partition} can not be deleted due to "
+                "the configured policy"
+            )
+        target = self.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(
+                f"The offset {target} for partition {self.topic}-{self.partition} is not valid"
+            )
+        if target > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {target} of partition "
+                f"{self.topic}-{self.partition} since it is larger than the high watermark "
+                f"{self.high_watermark}"
+            )
+        self.log.increment_log_start_offset(target)
+        return self.log_start_offset
+
+    def check_current_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Kafka's ``checkCurrentLeaderEpoch``: -1 = not given; older -> FENCED_LEADER_EPOCH,
+        newer -> UNKNOWN_LEADER_EPOCH."""
+        if current_leader_epoch == -1:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError()
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError()
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (Kafka's ``lastOffsetForLeaderEpoch``): (epoch, end offset).
+
+        There is no leader-epoch cache yet: the only epoch known is the current one, as if the
+        cache held one entry starting at the log start offset. So: the current epoch -> the log
+        end offset; an undefined (-1) or later epoch -> (-1, -1); an earlier epoch -> that epoch
+        and the start of the first known epoch (Kafka's answer for an epoch below the cache).
+        """
+        self.check_current_leader_epoch(current_leader_epoch)
+        if leader_epoch == UNDEFINED_EPOCH or leader_epoch > self.leader_epoch:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if leader_epoch == self.leader_epoch:
+            return leader_epoch, self.log_end_offset
+        return leader_epoch, self.log_start_offset
 
     def add_waiter(self, key: int, waiter: Waiter) -> None:
         self._waiters[key] = waiter

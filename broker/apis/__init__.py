@@ -108,6 +108,14 @@ API_MODULES = (
     "create_topics",
     "delete_topics",
     "init_producer_id",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "create_partitions",
+    "delete_records",
+    "describe_cluster",
+    "describe_log_dirs",
+    "offset_for_leader_epoch",
 )
 
 

@@ -3,7 +3,8 @@
 What Kafka's ``ReplicationControlManager`` decides, for one node: a new topic gets a random
 UUID, ``num_partitions`` PartitionRecords with this node as the only replica, leader and ISR
 (leader epoch 0, partition epoch 0), and a ConfigRecord per explicit config; deleting writes a
-RemoveTopicRecord. Errors are Kafka's, raised as ``protocol.errors`` exceptions: invalid names
+RemoveTopicRecord; adding partitions writes a PartitionRecord per new partition (Kafka's
+``createPartitions``: a manual assignment must be exactly this node). Errors are Kafka's, raised as ``protocol.errors`` exceptions: invalid names
 and collisions -> INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR (a factor above the one node there is), INVALID_CONFIG,
 UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID on delete, INVALID_REQUEST for
@@ -23,6 +24,7 @@ from protocol.codec import Message
 from protocol.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicExceptionError,
@@ -43,6 +45,7 @@ __all__ = [
     "INTERNAL_TOPICS",
     "TopicPlan",
     "is_internal",
+    "plan_create_partitions",
     "plan_create_topic",
     "plan_delete_topic",
     "validate_topic_name",
@@ -181,3 +184,59 @@ def _find(image: MetadataImage, name: str | None, topic_id: UUID | None) -> Topi
     if topic is None:
         raise UnknownTopicIdError("This server does not host this topic ID.")
     return topic
+
+
+def plan_create_partitions(
+    image: MetadataImage,
+    name: str,
+    count: int,
+    *,
+    assignments: list[list[int]] | None,
+    node_id: int,
+) -> tuple[TopicImage, tuple[Message, ...]]:
+    """Grow ``name`` to ``count`` partitions (Kafka's ``ReplicationControlManager``): increase only."""
+    topic = image.topics_by_name.get(name)
+    if topic is None:
+        raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
+    current = len(topic.partitions)
+    if count == current:
+        raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
+    if count < current:
+        raise InvalidPartitionsError(
+            f"The topic {name} currently has {current} partition(s); {count} would not be an increase."
+        )
+    additional = count - current
+    if assignments is not None:
+        if len(assignments) != additional:
+            raise InvalidReplicaAssignmentError(
+                f"Attempted to add {additional} additional partition(s), but only "
+                f"{len(assignments)} assignment(s) were specified."
+            )
+        for replicas in assignments:
+            _validate_manual_assignment(replicas, node_id)
+    records = tuple(
+        PartitionRecord(
+            partition_id=index, topic_id=topic.topic_id, replicas=[node_id], isr=[node_id],
+            leader=node_id, leader_epoch=0, partition_epoch=0,
+        )
+        for index in range(current, count)
+    )
+    return topic, records
+
+
+def _validate_manual_assignment(replicas: list[int], node_id: int) -> None:
+    """Kafka's ``validateManualPartitionAssignment`` with one registered broker: this node."""
+    if not replicas:
+        raise InvalidReplicaAssignmentError(
+            "The manual partition assignment includes an empty replica list."
+        )
+    for broker_id in sorted(replicas):
+        if broker_id != node_id:
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes broker {broker_id}, but no such "
+                "broker is registered."
+            )
+    if len(replicas) > 1:
+        raise InvalidReplicaAssignmentError(
+            f"The manual partition assignment includes the broker {node_id} more than once."
+        )

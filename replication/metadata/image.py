@@ -4,7 +4,10 @@ Invariants:
 - ``topics_by_name`` and ``topics_by_id`` hold the same ``TopicImage`` objects;
 - a topic's partitions are numbered 0..n-1 once its creation batch has been applied;
 - topic configs are kept by topic name (a ConfigRecord's resource name) and go with the topic
-  when a RemoveTopicRecord is applied, as KRaft's ``ConfigurationControlManager`` does.
+  when a RemoveTopicRecord is applied, as KRaft's ``ConfigurationControlManager`` does;
+- dynamic broker configs are kept by resource name: "" is the cluster-wide default, a node id
+  (as text) that node's own; a ConfigRecord with a null value deletes a key; an empty set of
+  configs is dropped.
 
 Records are applied in log order by ``apply``; a record type the image does not track
 (brokers, features, ACLs, ...) is ignored. The image is owned by the broker's event loop.
@@ -24,11 +27,18 @@ from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
 from protocol.messages.metadata.remove_topic_record import RemoveTopicRecord
 from protocol.messages.metadata.topic_record import TopicRecord
 
-__all__ = ["TOPIC_RESOURCE_TYPE", "MetadataImage", "PartitionImage", "TopicImage"]
+__all__ = [
+    "BROKER_RESOURCE_TYPE",
+    "TOPIC_RESOURCE_TYPE",
+    "MetadataImage",
+    "PartitionImage",
+    "TopicImage",
+]
 
 logger = logging.getLogger("samsa.replication.metadata")
 
 TOPIC_RESOURCE_TYPE = 2  # Kafka's ConfigResource.Type.TOPIC
+BROKER_RESOURCE_TYPE = 4  # Kafka's ConfigResource.Type.BROKER
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +63,7 @@ class MetadataImage:
     topics_by_name: dict[str, TopicImage] = field(default_factory=dict)
     topics_by_id: dict[UUID, TopicImage] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "" = cluster default
     next_producer_id: int = 0  # the first producer id not yet handed out in a block
     last_offset: int = -1  # the offset of the last record applied
 
@@ -111,13 +122,19 @@ class MetadataImage:
         )
 
     def _set_config(self, record: ConfigRecord) -> None:
-        if record.resource_type != TOPIC_RESOURCE_TYPE:
+        if record.resource_type == TOPIC_RESOURCE_TYPE:
+            by_resource = self.topic_configs
+        elif record.resource_type == BROKER_RESOURCE_TYPE:
+            by_resource = self.broker_configs
+        else:
             return
-        configs = self.topic_configs.setdefault(record.resource_name, {})
+        configs = by_resource.setdefault(record.resource_name, {})
         if record.value is None:
             configs.pop(record.name, None)
         else:
             configs[record.name] = record.value
+        if not configs:
+            del by_resource[record.resource_name]
 
     def _remove_topic(self, record: RemoveTopicRecord) -> None:
         topic = self.topics_by_id.pop(record.topic_id, None)

@@ -8,7 +8,10 @@ from protocol.messages import REQUESTS
 from protocol.messages.api_versions_response import ApiVersionsResponse
 
 # Kafka 4.0's lowest versions (KIP-896) for what this broker serves.
-KAFKA_4_MINIMUM = {0: 3, 1: 4, 2: 1, 3: 0, 18: 0, 19: 2, 20: 1, 22: 0}
+KAFKA_4_MINIMUM = {
+    0: 3, 1: 4, 2: 1, 3: 0, 18: 0, 19: 2, 20: 1, 21: 0, 22: 0, 23: 2, 32: 1, 33: 0, 35: 1,
+    37: 0, 44: 0, 60: 0,
+}
 
 
 def test_every_module_registers_its_range_up_to_the_schema_maximum() -> None:

@@ -1,0 +1,92 @@
+"""AlterConfigs: v0–v2 (the legacy API: each resource's dynamic configs replaced as a whole).
+
+Per resource, as Kafka's ``ConfigAdminManager`` and ``ConfigurationControlManager``: a resource
+named twice -> INVALID_REQUEST "Each resource must appear at most once."; a key given twice or a
+null value -> INVALID_REQUEST; TOPIC: the given configs become the topic's whole set (keys not
+given are deleted: ConfigRecords with a null value), checked by ``LogConfig`` -> INVALID_CONFIG
+with the key, value and reason, a missing topic -> UNKNOWN_TOPIC_OR_PARTITION; BROKER ("" or
+this node's id): the given configs become that level's whole dynamic set, checked as Kafka's
+dynamic broker configs -> INVALID_REQUEST (see ``broker.config_admin``). The records are fsynced
+in the metadata log and the live logs take the new config at once; ``validate_only`` checks
+everything and writes nothing.
+
+Not implemented: BROKER_LOGGER (Kafka rejects it here too), GROUP and CLIENT_METRICS resources
+(INVALID_REQUEST), alter-config policies, ACLs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from broker.apis import ApiSpec, RequestContext, register
+from broker.config_admin import alter_resource, check_alter_request
+from protocol.errors import InvalidRequestError, KafkaError, UnknownServerError
+from protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
+from protocol.messages.alter_configs_response import (
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+from replication.metadata.config_control import legacy_changes
+
+logger = logging.getLogger("samsa.broker.apis.alter_configs")
+
+
+def handle(context: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    response = AlterConfigsResponse()
+    for resource in request.resources:
+        if counts[(resource.resource_type, resource.resource_name)] > 1:
+            error = InvalidRequestError("Each resource must appear at most once.")
+            response.responses.append(_result(resource, error))
+        else:
+            response.responses.append(_alter(context, resource, request.validate_only))
+    return response
+
+
+def _alter(
+    context: RequestContext, resource: AlterConfigsResource, validate_only: bool
+) -> AlterConfigsResourceResponse:
+    try:
+        check_alter_request(
+            [config.name for config in resource.configs],
+            [config.name for config in resource.configs if config.value is None],
+        )
+        configs = {config.name: config.value or "" for config in resource.configs}
+        alter_resource(
+            context.broker, resource.resource_type, resource.resource_name,
+            lambda current: legacy_changes(current, configs), validate_only=validate_only,
+        )
+    except KafkaError as error:
+        return _result(resource, error)
+    except Exception:
+        logger.exception("altering configs of %r failed", resource)
+        return _result(resource, UnknownServerError())
+    return _result(resource, None)
+
+
+def _result(
+    resource: AlterConfigsResource, error: KafkaError | None
+) -> AlterConfigsResourceResponse:
+    return AlterConfigsResourceResponse(
+        error_code=0 if error is None else error.code,
+        error_message=None if error is None else error.message or None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+
+
+def error_response(request: AlterConfigsRequest, error: KafkaError) -> AlterConfigsResponse:
+    return AlterConfigsResponse(responses=[_result(r, error) for r in request.resources])
+
+
+SPEC = register(
+    ApiSpec(
+        api_key=AlterConfigsRequest.API_KEY,
+        min_version=0,
+        max_version=AlterConfigsRequest.MAX_VERSION,
+        handle=handle,
+        error_response=error_response,
+        name="AlterConfigs",
+    )
+)
