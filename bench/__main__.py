@@ -1,8 +1,15 @@
-"""``python -m bench`` (``make bench``): every benchmark, one after the other."""
+"""``python -m bench`` (``make bench``): every benchmark, one after the other.
+
+``python -m bench --quick`` runs each with smaller counts.
+"""
 
 from __future__ import annotations
 
-from bench import storage
+import sys
+
+from bench import broker, storage
 
 if __name__ == "__main__":
-    storage.main()
+    quick = "--quick" in sys.argv[1:]
+    storage.main(mib=64 if quick else 512)
+    broker.main(quick=quick)

@@ -14,15 +14,21 @@ import uuid
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Listener
+from broker.config_admin import dynamic_log_config
 from broker.fetch_session import FetchSessionCache
 from broker.replica_manager import ReplicaManager
-from replication.metadata.image import TopicImage
+from replication.metadata.image import MetadataImage, TopicImage
 from replication.partition import Waiter
 from storage.clock import Clock
+from storage.config import LogConfig
 from storage.log import Log
 from storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from broker.metrics import RequestMetrics
 
 __all__ = ["Broker"]
 
@@ -42,6 +48,7 @@ class Broker:
     advertised: tuple[Listener, ...] = ()
     stopping: bool = False
     storage_executor: Executor | None = None  # set by the daemon: where fsyncs run
+    metrics: RequestMetrics | None = None  # set by the daemon when metrics.port is on
     _next_waiter_key: int = field(default=0, repr=False)
     _flushing: set[Log] = field(default_factory=set, repr=False)
 
@@ -70,6 +77,7 @@ class Broker:
             advertised=config.advertised_listeners,
         )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
+        replica_manager.resolve_default_config = broker._dynamic_log_config
         return broker
 
     def startup(self) -> None:
@@ -107,6 +115,10 @@ class Broker:
                 logger.error("flushing %s failed: %s", log.directory.name, finished.exception())
 
         future.add_done_callback(done)
+
+    def _dynamic_log_config(self, image: MetadataImage) -> LogConfig:
+        """The topic defaults: static config with the dynamic broker configs of ``image``."""
+        return dynamic_log_config(self.config, image, self.config.node_id)
 
     def _forget_topics(self, topics: list[TopicImage]) -> None:
         self.fetch_sessions.remove_topics({t.topic_id for t in topics}, {t.name for t in topics})

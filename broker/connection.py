@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -78,12 +79,13 @@ WRITE_BUFFER_HIGH = 4 * 1024 * 1024
 class Slot:
     """The place of one request's response in the connection's response order."""
 
-    __slots__ = ("close_after", "filled", "parts")
+    __slots__ = ("close_after", "filled", "parts", "started")
 
     def __init__(self) -> None:
         self.filled = False
         self.parts: list[ResponsePart] | None = None
         self.close_after = False
+        self.started = 0.0  # perf_counter() when taken up; set only when metrics are on
 
 
 class ResponseQueue:
@@ -156,6 +158,7 @@ class KafkaConnection(asyncio.Protocol):
         self.framer = RequestFramer(self.broker.config.socket_request_max_bytes)
         self.responses = ResponseQueue()
         self.transport: asyncio.Transport | None = None
+        self.metrics = self.broker.metrics  # None when metrics.port is 0
         self.connection_id = "?"
         self.last_active = 0.0
         self._loop = asyncio.get_event_loop()
@@ -191,6 +194,8 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = self._loop.time()
         if self._closing or self._refused:
             return
+        if self.metrics is not None:
+            self.metrics.bytes_in += len(data)
         try:
             self.framer.feed(data)
         except FrameTooLargeError as error:
@@ -265,6 +270,8 @@ class KafkaConnection(asyncio.Protocol):
 
     def _handle_frame(self, frame: memoryview) -> None:
         slot = self.responses.reserve()
+        if self.metrics is not None:
+            slot.started = time.perf_counter()
         try:
             header, body_offset = parse_request_header(frame)
         except (DecodeError, InvalidRequestError) as error:
@@ -323,6 +330,8 @@ class KafkaConnection(asyncio.Protocol):
     ) -> None:
         if self._closing:
             return
+        if self.metrics is not None:
+            self.metrics.observe(spec.name, context.api_version, time.perf_counter() - slot.started)
         if result is NO_RESPONSE:
             self.responses.fill(slot, None)
         elif result is CLOSE_CONNECTION:
@@ -392,6 +401,8 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if slot.parts is None:
                 continue
+            if self.metrics is not None:
+                self.metrics.sent(slot.parts)
             if all(not isinstance(part, FetchSlice) for part in slot.parts):
                 for part in slot.parts:
                     transport.write(part)  # type: ignore[arg-type]

