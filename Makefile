@@ -31,5 +31,10 @@ slow: install
 bench: install
 	$(PY) -m bench
 
+# Peer clients' own test suites (kafka-python, librdkafka) against a real broker; not part of test.
+.PHONY: compat
+compat: install
+	$(PY) -m compat.run
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,247 @@
+"""librdkafka's C/C++ test suite (``tests/`` of the copy node-rdkafka bundles) against Samsa.
+
+Fetched with ``npm pack node-rdkafka@VERSION`` into ``.cache/compat/`` and built once:
+``./configure --no-download --disable-gssapi --disable-curl``, ``make libs``,
+``make -C tests build`` (Debian build dependencies are apt-installed first if missing).
+
+Each test number runs in its own ``test-runner`` process (``TESTS=NNNN``, flags
+``-Q -E -K -L``: quick mode, no socket-emulation, no known-issue and no broker-less tests), so
+one hang or crash costs one test, under a wall-clock timeout and an overall time budget.
+``test.conf`` points ``bootstrap.servers`` at the broker; ``TEST_KAFKA_VERSION`` is the Kafka
+version Samsa's ApiVersions matches. A test number whose source calls for an API (``REQUIREMENTS``:
+subscribe/commit need the group APIs, transactions need the transaction APIs, ...) is skipped
+while the broker does not advertise one of those API keys, and runs by itself once it does
+(``--all`` runs everything regardless). Outcomes are read from the runner's summary table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from compat.results import Outcome, SuiteResult
+from compat.samsa_broker import SamsaBroker
+
+NODE_RDKAFKA_VERSION = "3.6.1"  # bundles librdkafka 2.12.0
+TEST_KAFKA_VERSION = "4.0.0"
+RUNNER_FLAGS = ["-Q", "-E", "-K", "-L"]
+PER_TEST_TIMEOUT_SECONDS = 150
+SUITE_BUDGET_SECONDS = 25 * 60
+BUILD_PACKAGES = ["build-essential", "libssl-dev", "zlib1g-dev", "libzstd-dev", "liblz4-dev",
+                  "python3"]
+# Entries the runner never runs here: broker-less, socket emulation, known issue, manual.
+NOT_APPLICABLE_FLAGS = ("TEST_F_LOCAL", "TEST_F_SOCKEM", "TEST_F_KNOWN_ISSUE)",
+                        "TEST_F_KNOWN_ISSUE,", "TEST_F_KNOWN_ISSUE |", "TEST_F_MANUAL")
+GROUPS = frozenset({8, 9, 10, 11, 12, 13, 14})  # OffsetCommit/Fetch, FindCoordinator, Join...Leave
+TRANSACTIONS = GROUPS | {22, 24, 25, 26, 28}  # InitProducerId, AddPartitions/OffsetsToTxn, EndTxn
+API_NAMES = {8: "OffsetCommit", 9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup",
+             12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups",
+             16: "ListGroups", 17: "SaslHandshake", 22: "InitProducerId",
+             24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
+             29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 36: "SaslAuthenticate",
+             42: "DeleteGroups", 43: "ElectLeaders", 47: "OffsetDelete",
+             50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials",
+             68: "ConsumerGroupHeartbeat"}
+SUMMARY_LINE = re.compile(r"^\|\s*(\S+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|DNS)\s*\|"
+                          r"\s*([\d.]+)s\s*\|\s*(.*)$")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b\(B")
+# What a test's source calls, and the API keys that call needs from the broker.
+REQUIREMENTS = (
+    (re.compile(r"rd_kafka_subscribe|test_consumer_subscribe|->subscribe\(|rd_kafka_commit\b|"
+                r"commitSync|commitAsync|rd_kafka_committed|->committed\(|"
+                r"rd_kafka_consumer_group_metadata\(|rd_kafka_list_groups|ConsumerGroup|"
+                # test.c's helper subscribes; broker offset storage is the group's
+                r"test_consume_msgs_easy|offset\.store\.method"),
+     GROUPS),
+    (re.compile(r"init_transactions|transactional\.id"), TRANSACTIONS),
+    (re.compile(r"rd_kafka_(Create|Describe|Delete)Acls"), frozenset({29, 30, 31})),
+    (re.compile(r"rd_kafka_DeleteGroups"), frozenset({42})),
+    (re.compile(r"rd_kafka_ElectLeaders"), frozenset({43})),
+    (re.compile(r"UserScramCredentials"), frozenset({50, 51})),
+)
+
+
+def prepare(cache: Path) -> Path:
+    """The built ``tests/`` directory; each step runs only if its output is missing."""
+    package = cache / f"node-rdkafka-{NODE_RDKAFKA_VERSION}"
+    source = package / "package" / "deps" / "librdkafka"
+    if not (source / "tests").is_dir():
+        package.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "pack", "--silent", f"node-rdkafka@{NODE_RDKAFKA_VERSION}"],
+                       cwd=package, check=True, stdout=subprocess.DEVNULL)
+        with tarfile.open(package / f"node-rdkafka-{NODE_RDKAFKA_VERSION}.tgz") as tar:
+            tar.extractall(package, filter="data")
+    _install_build_packages()
+    if not (source / "Makefile.config").exists():
+        _build(source, ["./configure", "--no-download", "--disable-gssapi", "--disable-curl"])
+    if not (source / "src" / "librdkafka.a").exists():
+        _build(source, ["make", "-j2", "libs"])
+    if not (source / "tests" / "test-runner").exists():
+        _build(source, ["make", "-j2", "-C", "tests", "build"])
+    return source / "tests"
+
+
+def _install_build_packages() -> None:
+    missing = [name for name in BUILD_PACKAGES
+               if subprocess.run(["dpkg", "-s", name], capture_output=True).returncode != 0]
+    if not missing:
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise RuntimeError(f"install these Debian packages first: {' '.join(missing)}")
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=environment)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=environment)
+
+
+def _build(source: Path, command: list[str]) -> None:
+    log = source / "compat-build.log"
+    with open(log, "a") as output:
+        completed = subprocess.run(command, cwd=source, stdout=output, stderr=subprocess.STDOUT)
+    if completed.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed in {source}; see {log}")
+
+
+def list_tests(tests: Path) -> dict[str, list[str]]:
+    """``{test number: [test names]}`` from test.c's table, without the never-applicable ones."""
+    text = (tests / "test.c").read_text()
+    table = text[text.index("struct test tests[] = {"):]
+    table = table[:table.index("\n};")]
+    by_number: dict[str, list[str]] = {}
+    for entry in re.split(r"\b_TEST\(", table)[1:]:
+        name = entry.split(",", 1)[0].strip()
+        flags = entry.split(",", 2)[1] if "," in entry else ""
+        if any(flag in flags + "," for flag in NOT_APPLICABLE_FLAGS) or ".scenario" in entry:
+            continue
+        by_number.setdefault(name[:4], []).append(name)
+    return by_number
+
+
+# Found by running them: what the source patterns above do not show.
+ALSO_NEEDS_GROUPS = {
+    "0051": GROUPS,  # assign() without an offset reads the group's committed offset
+    "0067": GROUPS,  # KafkaConsumer::assign() likewise
+}
+# Tests that shell out to Kafka's Java tools (kafka-topics.sh, kafka-acls.sh via KAFKA_PATH).
+NEEDS_KAFKA_CLI = re.compile(r"test_kafka_topics\(|test_kafka_cmd\(")
+
+
+def needs_kafka_cli(tests: Path, number: str) -> bool:
+    return any(NEEDS_KAFKA_CLI.search(source.read_text(errors="replace"))
+               for source in tests.glob(f"{number}-*.c*"))
+
+
+def required_apis(tests: Path, number: str) -> frozenset[int]:
+    """The API keys a test number's source files call for (see ``REQUIREMENTS``)."""
+    needed: set[int] = set(ALSO_NEEDS_GROUPS.get(number, ()))
+    for source in sorted(tests.glob(f"{number}-*.c")) + sorted(tests.glob(f"{number}-*.cpp")):
+        text = source.read_text(errors="replace")
+        for pattern, keys in REQUIREMENTS:
+            if pattern.search(text):
+                needed |= keys
+    return frozenset(needed)
+
+
+def run(cache: Path, results: Path, *, only: list[str] | None = None, run_all: bool = False,
+        jobs: int = 1) -> SuiteResult:
+    tests = prepare(cache)
+    logs = results / "logs" / "librdkafka"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    # librdkafka's default test scenario (tests/scenarios/default.json) is a cluster whose
+    # auto-created topics get 4 partitions; most tests produce to partitions 0..3.
+    broker = SamsaBroker(results / "logs" / "librdkafka-broker.log",
+                         {"num.partitions": "4"}).start()
+    (tests / "test.conf").write_text(f"bootstrap.servers={broker.bootstrap}\n")
+    advertised = broker.api_versions()
+    started = time.monotonic()
+    numbers = list_tests(tests)
+    selected = [n for n in numbers if not only or n in only]
+    outcomes: list[Outcome] = []
+    runnable = []
+    for number in selected:
+        missing = sorted(required_apis(tests, number) - advertised.keys())
+        if needs_kafka_cli(tests, number):
+            outcomes += [Outcome(name, "skipped", 0.0, "samsa compat: runs Kafka's Java CLI "
+                                 "tools (KAFKA_PATH), which this harness does not install")
+                         for name in numbers[number]]
+        elif missing and not run_all:
+            reason = "needs " + ", ".join(API_NAMES.get(key, str(key)) for key in missing)
+            outcomes += [Outcome(name, "skipped", 0.0, f"samsa compat: {reason}")
+                         for name in numbers[number]]
+        else:
+            runnable.append(number)
+    deadline = started + SUITE_BUDGET_SECONDS
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for found in pool.map(lambda number: _run_number(
+                    tests, number, numbers[number], logs, broker, deadline), runnable):
+                outcomes += found
+    finally:
+        exit_code = broker.stop()
+    notes = [f"broker exited {exit_code}",
+             "advertised APIs: " + ", ".join(str(key) for key in sorted(advertised))]
+    return SuiteResult("librdkafka", "2.12.0", time.monotonic() - started, outcomes, notes)
+
+
+def _run_number(tests: Path, number: str, names: list[str], logs: Path, broker: SamsaBroker,
+                deadline: float) -> list[Outcome]:
+    if time.monotonic() > deadline:
+        return [Outcome(name, "skipped", 0.0, "samsa compat: suite time budget used up")
+                for name in names]
+    if not broker.alive():
+        return [Outcome(name, "failed", 0.0, "Samsa broker is no longer running",
+                        "unexplained: possible Samsa bug") for name in names]
+    environment = {**os.environ, "TESTS": number, "TEST_KAFKA_VERSION": TEST_KAFKA_VERSION,
+                   "RDKAFKA_TEST_CONF": "test.conf", "RDKAFKA_GITVER": "node-rdkafka",
+                   "LD_LIBRARY_PATH": "../src:../src-cpp"}
+    log_path = logs / f"{number}.log"
+    started = time.monotonic()
+    timed_out = False
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(["./test-runner", *RUNNER_FLAGS], cwd=tests, env=environment,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = process.wait(PER_TEST_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            code, timed_out = process.wait(), True
+    output = ANSI.sub("", log_path.read_text(errors="replace"))
+    return _outcomes(names, output, code, timed_out, time.monotonic() - started)
+
+
+def _outcomes(names: list[str], output: str, code: int, timed_out: bool,
+              seconds: float) -> list[Outcome]:
+    found: dict[str, Outcome] = {}
+    for line in output.splitlines():
+        match = SUMMARY_LINE.match(line.strip())
+        if match and match.group(1) in names:
+            name, state, duration, reason = match.groups()
+            status = {"PASSED": "passed", "SKIPPED": "skipped"}.get(state, "failed")
+            found[name] = Outcome(name, status, float(duration), reason.strip()[:500])
+    tail = _first_failure(output) or " | ".join(
+        line for line in output.splitlines()[-6:] if line.strip())[:500]
+    for name in names:
+        if name not in found:
+            why = (f"timed out after {PER_TEST_TIMEOUT_SECONDS}s" if timed_out
+                   else f"test-runner exited {code} without a summary")
+            found[name] = Outcome(name, "failed", seconds, f"{why}: {tail}")
+    for outcome in found.values():
+        if outcome.status == "failed":
+            outcome.category = "unexplained: possible Samsa bug"
+    return list(found.values())
+
+
+def _first_failure(output: str) -> str:
+    """The runner's own ``### Test ... failed at ...`` line and the assertion after it."""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("### Test") and " failed at " in line:
+            return " ".join(lines[index:index + 2])[:500]
+    return ""
