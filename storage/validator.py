@@ -31,6 +31,16 @@ from protocol.records import (
 )
 
 _CONTROL_FLAG = 0x20  # attributes bit 5
+_KEYLESS_MESSAGE = "Compacted topic cannot accept message without key in topic partition."
+
+
+class RecordValidationError(InvalidRecordError):
+    """INVALID_RECORD naming the offending records by their index in the batch, so a client
+    fails just those (Produce ``record_errors``, KIP-467) and retries nothing."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +148,13 @@ def _check_client_batch(
         _check_timestamps(header, rules, now_ms)
     if rules.require_keys:
         batch = decode_batch(view[position : position + header.size_in_bytes], verify_crc=False)
-        if any(record.key is None for record in batch.records):
-            raise InvalidRecordError("compacted topic cannot accept a record without a key")
+        keyless = [
+            (record.offset - header.base_offset, _KEYLESS_MESSAGE)
+            for record in batch.records
+            if record.key is None
+        ]
+        if keyless:
+            raise RecordValidationError(_KEYLESS_MESSAGE, keyless)
 
 
 def _check_timestamps(header: BatchHeader, rules: ValidationRules, now_ms: int) -> None:

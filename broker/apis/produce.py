@@ -41,6 +41,7 @@ from protocol.errors import (
 )
 from protocol.messages.produce_request import PartitionProduceData, ProduceRequest
 from protocol.messages.produce_response import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -111,8 +112,13 @@ def _append_or_raise(
 
 
 def _failed(index: int, error: KafkaError) -> PartitionProduceResponse:
+    record_errors = [
+        BatchIndexAndErrorMessage(batch_index=batch_index, batch_index_error_message=message)
+        for batch_index, message in getattr(error, "record_errors", ())
+    ]
     return PartitionProduceResponse(
-        index=index, error_code=error.code, base_offset=-1, error_message=error.message or None
+        index=index, error_code=error.code, base_offset=-1, error_message=error.message or None,
+        record_errors=record_errors,
     )
 
 
