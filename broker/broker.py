@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig, Listener
 from broker.config_admin import dynamic_log_config
 from broker.fetch_session import FetchSessionCache
+from broker.group.coordinator import GroupCoordinator
+from broker.group.offsets import OffsetsConfig, OffsetStore
 from broker.replica_manager import ReplicaManager
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.partition import Waiter
@@ -44,6 +46,8 @@ class Broker:
     log_manager: LogManager
     replica_manager: ReplicaManager
     fetch_sessions: FetchSessionCache
+    group_coordinator: GroupCoordinator
+    offset_store: OffsetStore
     cluster_id: str = ""
     advertised: tuple[Listener, ...] = ()
     stopping: bool = False
@@ -74,6 +78,8 @@ class Broker:
             log_manager=log_manager,
             replica_manager=replica_manager,
             fetch_sessions=FetchSessionCache(clock=clock),
+            group_coordinator=GroupCoordinator(config=config.group_config, clock=clock),
+            offset_store=OffsetStore(replica_manager, config=offsets_config(config), clock=clock),
             advertised=config.advertised_listeners,
         )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
@@ -85,6 +91,7 @@ class Broker:
         self.cluster_id = read_or_create_cluster_id(self.config.log_dirs, self.config.node_id)
         self.log_manager.startup()
         self.replica_manager.startup()
+        self.offset_store.load()  # before the listeners open: no COORDINATOR_LOAD_IN_PROGRESS window
 
     def shutdown(self) -> None:
         self.log_manager.shutdown()
@@ -122,6 +129,15 @@ class Broker:
 
     def _forget_topics(self, topics: list[TopicImage]) -> None:
         self.fetch_sessions.remove_topics({t.topic_id for t in topics}, {t.name for t in topics})
+
+
+def offsets_config(config: BrokerConfig) -> OffsetsConfig:
+    return OffsetsConfig(
+        num_partitions=config.offsets_topic_num_partitions,
+        segment_bytes=config.offsets_topic_segment_bytes,
+        retention_ms=config.offsets_retention_minutes * 60_000,
+        metadata_max_bytes=config.offset_metadata_max_bytes,
+    )
 
 
 def read_or_create_cluster_id(log_dirs: tuple[Path, ...], node_id: int) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.group.values import GroupConfig
 from storage.config import LONG_MAX, LogConfig
 from storage.errors import ConfigError
 
@@ -128,6 +129,14 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "log.cleaner.backoff.ms": BrokerKey("15000", _integer(0)),
     "log.cleaner.dedupe.buffer.size": BrokerKey("134217728", _integer(1024 * 1024)),
     "offsets.topic.num.partitions": BrokerKey("50", _integer(1, INT_MAX)),
+    "offsets.topic.segment.bytes": BrokerKey("104857600", _integer(1, INT_MAX)),
+    "offsets.retention.minutes": BrokerKey("10080", _integer(1, INT_MAX)),
+    "offsets.retention.check.interval.ms": BrokerKey("600000", _integer(1)),
+    "offset.metadata.max.bytes": BrokerKey("4096", _integer(0, INT_MAX)),
+    "group.min.session.timeout.ms": BrokerKey("6000", _integer(0, INT_MAX)),
+    "group.max.session.timeout.ms": BrokerKey("1800000", _integer(0, INT_MAX)),
+    "group.max.size": BrokerKey(str(INT_MAX), _integer(1, INT_MAX)),
+    "group.initial.rebalance.delay.ms": BrokerKey("3000", _integer(0, INT_MAX)),
     "metrics.port": BrokerKey("0", _integer(0, 65535)),
     # Broker-wide defaults of topic configs (Kafka's ServerLogConfigs -> TopicConfig).
     "message.max.bytes": _log("1048588", "max.message.bytes"),
@@ -180,9 +189,14 @@ class BrokerConfig:
     log_cleaner_dedupe_buffer_size: int
     offsets_topic_num_partitions: int
     metrics_port: int
+    group_config: GroupConfig
     log_config: LogConfig
     properties: Mapping[str, str] = field(default_factory=dict)
     explicit_keys: frozenset[str] = frozenset()  # the keys the file or overrides set (static)
+    offsets_topic_segment_bytes: int = 104857600
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
@@ -217,9 +231,19 @@ class BrokerConfig:
             log_cleaner_dedupe_buffer_size=_int(values, "log.cleaner.dedupe.buffer.size"),
             offsets_topic_num_partitions=_int(values, "offsets.topic.num.partitions"),
             metrics_port=_int(values, "metrics.port"),
+            group_config=GroupConfig(
+                group_min_session_timeout_ms=_int(values, "group.min.session.timeout.ms"),
+                group_max_session_timeout_ms=_int(values, "group.max.session.timeout.ms"),
+                group_max_size=_int(values, "group.max.size"),
+                group_initial_rebalance_delay_ms=_int(values, "group.initial.rebalance.delay.ms"),
+            ),
             log_config=_log_config(raw, values),
             properties=raw,
             explicit_keys=frozenset(key for key in properties if key in BROKER_KEYS),
+            offsets_topic_segment_bytes=_int(values, "offsets.topic.segment.bytes"),
+            offsets_retention_minutes=_int(values, "offsets.retention.minutes"),
+            offsets_retention_check_interval_ms=_int(values, "offsets.retention.check.interval.ms"),
+            offset_metadata_max_bytes=_int(values, "offset.metadata.max.bytes"),
         )
 
     @classmethod

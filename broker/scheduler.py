@@ -6,9 +6,11 @@
     checkpoint   log.flush.offset.checkpoint.interval.ms    LogManager.checkpoint
     purge        min(log.segment.delete.delay.ms, 10 s)     LogManager.purge_deleted
     cleaner      log.cleaner.backoff.ms (if log.cleaner.enable)   Cleaner.clean, dirtiest log first
+    offsets      offsets.retention.check.interval.ms        expire committed offsets (on the loop)
 
 Storage work goes to one worker thread (so these never overlap each other); the cleaner has
-its own thread, as Kafka's cleaner threads are separate. A task whose interval is Long.MAX
+its own thread, as Kafka's cleaner threads are separate. Offset expiry runs on the event loop
+itself, which owns the offset store (its appends are short, like a commit's). A task whose interval is Long.MAX
 (Kafka's "never") is not started. A failure is logged and the task carries on at its next
 interval (storage errors are sticky in the log directory, so nothing is retried in a loop).
 """
@@ -22,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from broker.broker import Broker
+from broker.group.offsets import expire_offsets
 from storage.config import LONG_MAX
 
 __all__ = ["Scheduler"]
@@ -53,26 +56,31 @@ class Scheduler:
         if config.log_cleaner_enable:
             self._every("cleaner", config.log_cleaner_backoff_ms, self._clean_one,
                         executor=self.cleaner_executor)
+        self._every("offsets", config.offsets_retention_check_interval_ms,
+                    lambda: expire_offsets(self.broker), executor=None, on_loop=True)
 
     def _every(
         self, name: str, interval_ms: int, work: Callable[[], Any],
-        *, executor: ThreadPoolExecutor | None = None,
+        *, executor: ThreadPoolExecutor | None = None, on_loop: bool = False,
     ) -> None:
         if interval_ms <= 0 or interval_ms >= NEVER_MS:
             return
         task = asyncio.get_running_loop().create_task(
-            self._run(name, interval_ms / 1000, work, executor or self.storage_executor)
+            self._run(name, interval_ms / 1000, work, None if on_loop else executor or self.storage_executor)
         )
         self._tasks.append(task)
 
     async def _run(
-        self, name: str, interval: float, work: Callable[[], Any], executor: ThreadPoolExecutor
+        self, name: str, interval: float, work: Callable[[], Any], executor: ThreadPoolExecutor | None
     ) -> None:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
             try:
-                await loop.run_in_executor(executor, work)
+                if executor is None:
+                    work()  # state owned by the event loop
+                else:
+                    await loop.run_in_executor(executor, work)
             except Exception:
                 logger.exception("scheduled %s failed", name)
 

@@ -2,7 +2,9 @@
 
 ``dump`` prints one line per batch in kafka-dump-log's words (``baseOffset: 0 lastOffset: 9
 count: 10 ...``), with ``--records`` one ``| offset: ...`` line per record; ``.index`` and
-``.timeindex`` files print their entries. ``verify`` checks every segment and index under DIR (a
+``.timeindex`` files print their entries. Records of a ``__consumer_offsets-N`` segment (or any
+with ``--offsets-decoder``) print their key and value decoded, as kafka-dump-log's
+``--offsets-decoder``: ``key: {"type":1,"data":{"group":...}} payload: {"version":3,...}``. ``verify`` checks every segment and index under DIR (a
 partition directory or a whole log dir) and exits 1 naming each bad file and offset.
 """
 
@@ -10,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import struct
 import sys
 from pathlib import Path
 from typing import Any
 
+from broker.group.offsets import decode_offsets_record
 from protocol.records import BatchHeader, Record
 from storage.inspect import (
     BatchInfo,
@@ -25,6 +30,7 @@ from storage.inspect import (
 )
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_OFFSETS_DIRECTORY = re.compile(r"__consumer_offsets-\d+")
 
 
 def register(groups: Any) -> None:
@@ -34,6 +40,8 @@ def register(groups: Any) -> None:
     dump.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     dump.add_argument("--records", action="store_true", help="also print every record")
     dump.add_argument("--json", action="store_true", help="JSON lines for programs")
+    dump.add_argument("--offsets-decoder", action="store_true",
+                      help="decode __consumer_offsets records (automatic in its partition dirs)")
     dump.set_defaults(handler=run_dump)
     verify = commands.add_parser("verify", help="check every segment and index under DIR")
     verify.add_argument("directory", type=Path, metavar="DIR")
@@ -54,8 +62,9 @@ def run_dump(args: argparse.Namespace) -> int:
             _dump_index(path, args.json)
             continue
         report = dump_log_file(path, records=args.records)
+        offsets = args.offsets_decoder or bool(_OFFSETS_DIRECTORY.fullmatch(path.resolve().parent.name))
         for info in report.batches:
-            _print_batch(path, info, args.json)
+            _print_batch(path, info, args.json, offsets=offsets)
         for problem in report.problems:
             print(f"samsa: error: {problem}", file=sys.stderr)
             status = 1
@@ -116,13 +125,39 @@ def record_fields(record: Record, header: BatchHeader) -> dict[str, Any]:
     }
 
 
+def offsets_record_fields(record: Record) -> dict[str, Any]:
+    """The key and payload of a ``__consumer_offsets`` record, decoded (raw text if unknown)."""
+    try:
+        decoded = decode_offsets_record(record.key, record.value) if record.key else None
+    except Exception as error:  # a damaged record still prints, with the reason
+        return {"key": _text(record.key), "payload": f"<undecodable: {error}>"}
+    if decoded is None:
+        return {"key": _text(record.key), "payload": _text(record.value)}
+    key, offset = decoded
+    key_type = struct.unpack_from(">h", record.key or b"")[0]
+    value_version = None if record.value is None else struct.unpack_from(">h", record.value)[0]
+    key_data = {"group": key.group, "topic": key.topic, "partition": key.partition}
+    payload = None
+    if offset is not None:  # Kafka's OffsetCommitValue field names, as kafka-dump-log prints
+        data: dict[str, Any] = {"offset": offset.committed_offset, "leaderEpoch": offset.leader_epoch,
+                                "metadata": offset.metadata, "commitTimestamp": offset.commit_timestamp_ms}
+        if offset.expire_timestamp_ms is not None:
+            data["expireTimestamp"] = offset.expire_timestamp_ms
+        payload = {"version": value_version, "data": data}
+    return {"key": json.dumps({"type": key_type, "data": key_data}),
+            "payload": None if payload is None else json.dumps(payload)}
+
+
 def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", errors="backslashreplace")
 
 
-def _print_batch(path: Path, info: BatchInfo, as_json: bool) -> None:
+def _print_batch(path: Path, info: BatchInfo, as_json: bool, *, offsets: bool = False) -> None:
     fields = batch_fields(info)
     records = [record_fields(r, info.header) for r in info.records or ()]
+    if offsets:
+        for shown, record in zip(records, info.records or (), strict=True):
+            shown.update(offsets_record_fields(record))
     if as_json:
         print(json.dumps({"file": str(path), **fields, **({"records": records} if records else {})}))
         return

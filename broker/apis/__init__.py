@@ -116,6 +116,17 @@ API_MODULES = (
     "describe_cluster",
     "describe_log_dirs",
     "offset_for_leader_epoch",
+    "offset_commit",
+    "offset_fetch",
+    "offset_delete",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
 )
 
 

@@ -11,6 +11,8 @@ from protocol.messages.api_versions_response import ApiVersionsResponse
 KAFKA_4_MINIMUM = {
     0: 3, 1: 4, 2: 1, 3: 0, 18: 0, 19: 2, 20: 1, 21: 0, 22: 0, 23: 2, 32: 1, 33: 0, 35: 1,
     37: 0, 44: 0, 60: 0,
+    8: 2, 9: 1, 47: 0,  # OffsetCommit, OffsetFetch, OffsetDelete
+    10: 1, 11: 2, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 42: 0,  # the classic group APIs
 }
 
 

@@ -1,0 +1,75 @@
+"""FindCoordinator: v1–v6.
+
+Key type GROUP (0): this node is the coordinator of every group (a single node leads every
+``__consumer_offsets`` partition), at its first advertised listener. Key type TRANSACTION (1):
+COORDINATOR_NOT_AVAILABLE, there is no transaction coordinator yet. Any other key type (SHARE
+in Kafka 4): INVALID_REQUEST. v1–v3 ask for one ``key`` and get top-level fields; v4+ batch
+``coordinator_keys`` and get one ``coordinators`` entry per key (KIP-699).
+
+Not implemented: creating ``__consumer_offsets`` before answering (Kafka answers
+COORDINATOR_NOT_AVAILABLE until it exists); the group coordinator here does not need it.
+"""
+
+from __future__ import annotations
+
+from broker.apis import ApiSpec, RequestContext, register
+from protocol.errors import (
+    CoordinatorNotAvailableError,
+    InvalidRequestError,
+    KafkaError,
+)
+from protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+BATCHED_VERSION = 4
+
+
+def handle(context: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    if context.api_version < BATCHED_VERSION:
+        found = _coordinator(context, request.key, request.key_type)
+        return FindCoordinatorResponse(
+            error_code=found.error_code, error_message=found.error_message,
+            node_id=found.node_id, host=found.host, port=found.port,
+        )
+    return FindCoordinatorResponse(coordinators=[
+        _coordinator(context, key, request.key_type) for key in request.coordinator_keys
+    ])
+
+
+def _coordinator(context: RequestContext, key: str, key_type: int) -> Coordinator:
+    if key_type == TRANSACTION_KEY_TYPE:
+        return _failed(key, CoordinatorNotAvailableError("transactions are not supported yet"))
+    if key_type != GROUP_KEY_TYPE:
+        return _failed(key, InvalidRequestError(f"unknown coordinator key type {key_type}"))
+    broker = context.broker
+    if not broker.advertised:
+        return _failed(key, CoordinatorNotAvailableError("no advertised listener"))
+    listener = broker.advertised[0]
+    return Coordinator(key=key, node_id=broker.node_id, host=listener.host, port=listener.port,
+                       error_code=0, error_message=None)
+
+
+def _failed(key: str, error: KafkaError) -> Coordinator:
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error.code,
+                       error_message=error.message or None)
+
+
+def error_response(request: FindCoordinatorRequest, error: KafkaError) -> FindCoordinatorResponse:
+    return FindCoordinatorResponse(
+        error_code=error.code, error_message=error.message or None, node_id=-1, host="", port=-1,
+        coordinators=[_failed(key, error) for key in request.coordinator_keys],
+    )
+
+
+SPEC = register(
+    ApiSpec(
+        api_key=FindCoordinatorRequest.API_KEY,
+        min_version=1,
+        max_version=FindCoordinatorRequest.MAX_VERSION,
+        handle=handle,
+        error_response=error_response,
+        name="FindCoordinator",
+    )
+)

@@ -1,0 +1,52 @@
+"""ListGroups: v0–v5.
+
+Every group this node coordinates (all of them), with its protocol type, its state (v4+, by
+Kafka's names: "Empty", "PreparingRebalance", "CompletingRebalance", "Stable") and its type
+(v5+, always "classic"). ``states_filter`` (v4+) and ``types_filter`` (v5+) match without
+regard to case, as in Kafka; an empty filter matches everything.
+"""
+
+from __future__ import annotations
+
+from broker.apis import ApiSpec, RequestContext, register
+from broker.group.classic import ClassicGroup
+from protocol.errors import KafkaError
+from protocol.messages.list_groups_request import ListGroupsRequest
+from protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
+
+CLASSIC_GROUP_TYPE = "classic"
+
+
+def handle(context: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    states = {state.lower() for state in request.states_filter}
+    types = {group_type.lower() for group_type in request.types_filter}
+    groups = context.broker.group_coordinator.groups.values()
+    return ListGroupsResponse(groups=[
+        _listed(group) for group in groups if _matches(group, states, types)
+    ])
+
+
+def _matches(group: ClassicGroup, states: set[str], types: set[str]) -> bool:
+    return ((not states or group.state.value.lower() in states)
+            and (not types or CLASSIC_GROUP_TYPE in types))
+
+
+def _listed(group: ClassicGroup) -> ListedGroup:
+    return ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "",
+                       group_state=group.state.value, group_type=CLASSIC_GROUP_TYPE)
+
+
+def error_response(request: ListGroupsRequest, error: KafkaError) -> ListGroupsResponse:
+    return ListGroupsResponse(error_code=error.code)
+
+
+SPEC = register(
+    ApiSpec(
+        api_key=ListGroupsRequest.API_KEY,
+        min_version=0,
+        max_version=ListGroupsRequest.MAX_VERSION,
+        handle=handle,
+        error_response=error_response,
+        name="ListGroups",
+    )
+)

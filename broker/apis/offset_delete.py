@@ -1,0 +1,86 @@
+"""OffsetDelete: v0–v0 (KIP-496).
+
+As Kafka's OffsetMetadataManager.deleteOffsets: an empty group id is INVALID_GROUP_ID; a group
+that neither the coordinator nor the offset store knows (or a Dead one) is GROUP_ID_NOT_FOUND;
+a group with members is NON_EMPTY_GROUP (ClassicGroup.validateOffsetDelete) unless it exposes
+its subscriptions (``is_subscribed_to_topic``), in which case only the topics it is subscribed
+to are refused, per partition, with GROUP_SUBSCRIBED_TO_TOPIC. Every other requested partition
+answers NONE, and a tombstone is written for those that have an offset (one batch). A failed
+append gives the whole response Kafka's mapped coordinator error.
+
+Not implemented: quotas (throttle_time_ms is 0).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker.apis import ApiSpec, RequestContext, register
+from broker.group.offsets import coordinator_error_code, group_is_dead, group_is_empty
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.offset_delete_request import OffsetDeleteRequest
+from protocol.messages.offset_delete_response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+logger = logging.getLogger("samsa.broker.apis.offset_delete")
+
+
+def handle(context: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    broker = context.broker
+    error = _validate(broker, request.group_id)
+    if error is not None:
+        return OffsetDeleteResponse(error_code=error)
+    group = broker.group_coordinator.get_group(request.group_id)
+    is_subscribed = getattr(group, "is_subscribed_to_topic", None)
+    response = OffsetDeleteResponse()
+    deletable: list[tuple[str, int]] = []
+    for topic in request.topics:
+        refused = is_subscribed is not None and bool(is_subscribed(topic.name))
+        code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if refused else ErrorCode.NONE
+        response.topics.append(OffsetDeleteResponseTopic(name=topic.name, partitions=[
+            OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=code)
+            for p in topic.partitions
+        ]))
+        if not refused:
+            deletable += [(topic.name, p.partition_index) for p in topic.partitions]
+    try:
+        broker.offset_store.delete_offsets(request.group_id, deletable)
+    except KafkaError as failure:
+        logger.warning("deleting offsets of group %s failed: %s", request.group_id, failure)
+        return OffsetDeleteResponse(error_code=coordinator_error_code(failure))
+    return response
+
+
+def _validate(broker: Broker, group_id: str) -> int | None:
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID
+    group = broker.group_coordinator.get_group(group_id)
+    if group_is_dead(broker, group_id) or (group is None and not broker.offset_store.has_group(group_id)):
+        return ErrorCode.GROUP_ID_NOT_FOUND
+    if group is not None and not group_is_empty(broker, group_id) \
+            and getattr(group, "is_subscribed_to_topic", None) is None:
+        return ErrorCode.NON_EMPTY_GROUP
+    return None
+
+
+def error_response(request: OffsetDeleteRequest, error: KafkaError) -> OffsetDeleteResponse:
+    return OffsetDeleteResponse(error_code=error.code)
+
+
+SPEC = register(
+    ApiSpec(
+        api_key=OffsetDeleteRequest.API_KEY,
+        min_version=0,
+        max_version=OffsetDeleteRequest.MAX_VERSION,
+        handle=handle,
+        error_response=error_response,
+        name="OffsetDelete",
+    )
+)

@@ -1,0 +1,194 @@
+"""The group coordinator: the asyncio shell around the sans-IO ``ClassicGroup`` state machines.
+
+It owns every group of this node (``groups``, by group id), the parked JoinGroup/SyncGroup
+requests (one future per (group id, member id), completed from the state machine's
+``Effects``) and one timer per group. The timer is armed for the group's ``next_deadline()``;
+when it fires, the group is ticked, the completed requests are answered and the timer is armed
+again — there is no polling loop. A timer is only moved earlier, never later: a heartbeat pushes
+a session deadline back, and the timer then fires early, finds nothing due and re-arms, which
+costs less than cancelling and re-creating a timer for every heartbeat.
+
+Time is ``clock.monotonic_ms()``; timers are set with ``call_later`` (the running loop's by
+default), both injected so tests step time by hand.
+
+Coordinator-level errors, as Kafka's GroupCoordinatorService/GroupMetadataManager: an empty
+group id is INVALID_GROUP_ID for JoinGroup, SyncGroup, Heartbeat and LeaveGroup; a JoinGroup
+with a non-empty member id for a group that does not exist is UNKNOWN_MEMBER_ID; SyncGroup,
+Heartbeat and LeaveGroup for a missing group are UNKNOWN_MEMBER_ID. A deleted group is removed
+from ``groups``.
+
+A member has at most one parked JoinGroup (and one SyncGroup): a newer one replaces the older
+waiter, which is then never answered (Kafka overwrites the callback the same way; the client
+has given up on it). A future whose waiter went away (connection closed) is skipped.
+
+Owned by the broker's event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Protocol as TypingProtocol
+from typing import TypeVar
+
+from broker.group.classic import ClassicGroup
+from broker.group.values import (
+    NO_MEMBER_ID,
+    Effects,
+    GroupConfig,
+    JoinRequest,
+    JoinResponse,
+    LeaveMemberResult,
+    LeaveOutcome,
+    MemberIdentity,
+    SyncRequest,
+    SyncResponse,
+)
+from protocol.errors import ErrorCode
+from storage.clock import Clock
+
+__all__ = ["CallLater", "GroupCoordinator", "TimerHandle"]
+
+_T = TypeVar("_T")
+
+
+class TimerHandle(TypingProtocol):
+    def cancel(self) -> None: ...
+
+
+CallLater = Callable[[float, Callable[[], None]], TimerHandle]
+
+
+def _loop_call_later(delay_seconds: float, callback: Callable[[], None]) -> TimerHandle:
+    return asyncio.get_running_loop().call_later(delay_seconds, callback)
+
+
+class GroupCoordinator:
+    def __init__(
+        self, *, config: GroupConfig, clock: Clock, call_later: CallLater = _loop_call_later
+    ) -> None:
+        self.config = config
+        self.groups: dict[str, ClassicGroup] = {}
+        self._clock = clock
+        self._call_later = call_later
+        self._timers: dict[str, tuple[int, TimerHandle]] = {}  # group id -> (deadline, handle)
+        self._joins: dict[tuple[str, str], asyncio.Future[JoinResponse]] = {}
+        self._syncs: dict[tuple[str, str], asyncio.Future[SyncResponse]] = {}
+
+    def get_group(self, group_id: str) -> ClassicGroup | None:
+        return self.groups.get(group_id)
+
+    def get_or_create_group(self, group_id: str) -> ClassicGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ClassicGroup(group_id, config=self.config)
+        return group
+
+    # ---- the classic protocol ----------------------------------------------------------
+
+    def join(self, group_id: str, request: JoinRequest) -> JoinResponse | asyncio.Future[JoinResponse]:
+        """The response, or a future of it when the request is parked."""
+        if not group_id:
+            return JoinResponse(ErrorCode.INVALID_GROUP_ID, request.member_id)
+        group = self.groups.get(group_id)
+        if group is None and request.member_id != NO_MEMBER_ID:
+            return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
+        group = group or self.get_or_create_group(group_id)
+        outcome = group.join(request, self._now_ms())
+        self._apply(group, outcome.effects)
+        if outcome.response is not None:
+            return outcome.response
+        return self._park(self._joins, (group_id, outcome.member_id))
+
+    def sync(self, group_id: str, request: SyncRequest) -> SyncResponse | asyncio.Future[SyncResponse]:
+        group = self.groups.get(group_id) if group_id else None
+        if group is None:
+            return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID if group_id else ErrorCode.INVALID_GROUP_ID)
+        outcome = group.sync(request, self._now_ms())
+        self._apply(group, outcome.effects)
+        if outcome.response is not None:
+            return outcome.response
+        return self._park(self._syncs, (group_id, outcome.member_id))
+
+    def heartbeat(
+        self, group_id: str, member_id: str, generation_id: int, *, group_instance_id: str | None = None
+    ) -> ErrorCode:
+        group = self.groups.get(group_id) if group_id else None
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID if group_id else ErrorCode.INVALID_GROUP_ID
+        error = group.heartbeat(member_id, generation_id, self._now_ms(),
+                                group_instance_id=group_instance_id)
+        self._arm(group)
+        return error
+
+    def leave(self, group_id: str, members: Sequence[MemberIdentity]) -> LeaveOutcome:
+        group = self.groups.get(group_id) if group_id else None
+        if group is None:
+            error = ErrorCode.UNKNOWN_MEMBER_ID if group_id else ErrorCode.INVALID_GROUP_ID
+            return LeaveOutcome(error, tuple(
+                LeaveMemberResult(m.member_id, m.group_instance_id, error) for m in members))
+        outcome = group.leave(members, self._now_ms())
+        self._apply(group, outcome.effects)
+        return outcome
+
+    def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups for one group: only an Empty group goes (and leaves ``groups``)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        error = group.delete()
+        if error is ErrorCode.NONE:
+            del self.groups[group_id]
+            self._cancel_timer(group_id)
+        return error
+
+    # ---- parked requests and timers ------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return self._clock.monotonic_ms()
+
+    @staticmethod
+    def _park(
+        parked: dict[tuple[str, str], asyncio.Future[_T]], key: tuple[str, str]
+    ) -> asyncio.Future[_T]:
+        future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        parked[key] = future
+        return future
+
+    def _apply(self, group: ClassicGroup, effects: Effects) -> None:
+        """Answer the parked requests ``effects`` names, then re-arm the group's timer."""
+        for join in effects.joins:
+            _complete(self._joins.pop((group.group_id, join.member_id), None), join.response)
+        for sync in effects.syncs:
+            _complete(self._syncs.pop((group.group_id, sync.member_id), None), sync.response)
+        self._arm(group)
+
+    def _arm(self, group: ClassicGroup) -> None:
+        deadline = group.next_deadline()
+        armed = self._timers.get(group.group_id)
+        if deadline is None:
+            self._cancel_timer(group.group_id)
+            return
+        if armed is not None and armed[0] <= deadline:
+            return  # fires early, finds nothing due and re-arms (see the module docstring)
+        if armed is not None:
+            armed[1].cancel()
+        delay_seconds = max(deadline - self._now_ms(), 0) / 1000
+        handle = self._call_later(delay_seconds, lambda: self._on_timer(group.group_id))
+        self._timers[group.group_id] = (deadline, handle)
+
+    def _on_timer(self, group_id: str) -> None:
+        self._timers.pop(group_id, None)
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._apply(group, group.tick(self._now_ms()))
+
+    def _cancel_timer(self, group_id: str) -> None:
+        armed = self._timers.pop(group_id, None)
+        if armed is not None:
+            armed[1].cancel()
+
+
+def _complete(future: asyncio.Future[_T] | None, response: _T) -> None:
+    if future is not None and not future.done():
+        future.set_result(response)
