@@ -69,13 +69,17 @@ def _fixture_settings() -> dict[str, str]:
 
     Its tests assume node id 0 (``create_partitions`` assigns replicas to broker 0) and an
     explicitly configured ``advertised.listeners`` (checked as STATIC_BROKER_CONFIG), which needs
-    the port up front: a free one is picked and handed over.
+    the port up front: a free one is picked and handed over. Its group tests use
+    ``session_timeout_ms=3000``, below Kafka's default ``group.min.session.timeout.ms`` (6000),
+    so — like any test broker for them — the minimum is lowered, and the initial rebalance delay
+    is 0 (both brokers would answer INVALID_SESSION_TIMEOUT otherwise, as Samsa did).
     """
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     listener = f"PLAINTEXT://127.0.0.1:{port}"
-    return {"node.id": "0", "listeners": listener, "advertised.listeners": listener}
+    return {"node.id": "0", "listeners": listener, "advertised.listeners": listener,
+            "group.min.session.timeout.ms": "1000", "group.initial.rebalance.delay.ms": "0"}
 
 
 def _pytest(source: Path, broker: SamsaBroker, junit: Path, log_path: Path) -> int:
