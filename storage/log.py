@@ -63,21 +63,17 @@ from protocol.records import (
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError
+from storage.log_producers import LogProducers
 from storage.producer_state import (
-    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
-    CorruptSnapshotError,
     ProducerAppend,
     ProducerStateManager,
     delete_snapshot_file,
-    list_snapshot_offsets,
-    read_snapshot_file,
     remove_stray_snapshots,
-    snapshot_path,
-    write_snapshot_file,
 )
 from storage.recovery import clean_partition_directory
+from storage.retention import deletable_segments
 from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -167,13 +163,9 @@ class Log:
         # Held by the cleaner for a whole round; retention skips a log being cleaned (Kafka
         # pauses one for the other) so the cleaner's swap never meets a segment already gone.
         self.maintenance_lock = threading.Lock()
-        self.producer_state = ProducerStateManager(
-            producer_id_expiration_ms=producer_id_expiration_ms
+        self.producers = LogProducers(
+            directory, clock, producer_id_expiration_ms=producer_id_expiration_ms
         )
-        # The offset of the newest snapshot written or loaded (Kafka's lastSnapOffset): a
-        # snapshot is only written at a higher offset.
-        self._producer_snapshot_offset = 0
-        self._last_producer_expiry_check_ms = clock.monotonic_ms()
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -547,75 +539,27 @@ class Log:
 
     # -- producer state -----------------------------------------------------------------------
 
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self.producers.state
+
     def remove_expired_producers(self) -> int:
         """Forget producers idle for ``producer.id.expiration.ms`` (owner only)."""
-        self._last_producer_expiry_check_ms = self.clock.monotonic_ms()
-        return self.producer_state.remove_expired(self.clock.milliseconds())
+        return self.producers.remove_expired()
 
     def _maybe_expire_producers(self) -> None:
-        elapsed = self.clock.monotonic_ms() - self._last_producer_expiry_check_ms
-        if elapsed >= PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS:
-            self.remove_expired_producers()
+        self.producers.maybe_expire()
 
     def _take_producer_snapshot(self, offset: int) -> None:
-        """Kafka's ``takeSnapshot``: the state below ``offset``, unless no newer than the last."""
-        if offset <= self._producer_snapshot_offset:
-            return
-        write_snapshot_file(self.directory, offset, self.producer_state.snapshot_bytes())
-        self._producer_snapshot_offset = offset
+        self.producers.take_snapshot(offset)
 
     def _rebuild_producer_state(self, *, replay: bool) -> None:
-        """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
-        (log start, LEO], load the newest readable one, replay the batch headers after it (unless
-        ``replay`` is False: a truncation of a log no producer uses) and snapshot the LEO."""
-
-        def rebuild() -> None:
-            for offset in list_snapshot_offsets(self.directory):
-                if offset > self.log_end_offset or offset <= self.log_start_offset:
-                    delete_snapshot_file(self.directory, offset)
-            start = self._load_newest_snapshot()
-            if replay and start < self.log_end_offset:
-                self._replay_producer_batches(start)
-            self._take_producer_snapshot(self.log_end_offset)
-
-        self._guard(rebuild)
-
-    def _load_newest_snapshot(self) -> int:
-        """Load the newest snapshot that reads back whole (corrupt ones are deleted); returns
-        its offset, or the log start offset (and an empty state) when there is none."""
-        now_ms = self.clock.milliseconds()
-        for offset in reversed(list_snapshot_offsets(self.directory)):
-            path = snapshot_path(self.directory, offset)
-            try:
-                entries = read_snapshot_file(path)
-            except CorruptSnapshotError as error:
-                logger.warning("deleting corrupt producer snapshot %s: %s", path, error)
-                path.unlink(missing_ok=True)
-                continue
-            self.producer_state.load(entries, now_ms)
-            self._producer_snapshot_offset = offset
-            return offset
-        self.producer_state.clear()
-        self._producer_snapshot_offset = self.log_start_offset
-        return self.log_start_offset
-
-    def _replay_producer_batches(self, start: int) -> None:
-        """Apply the header of every batch from ``start`` to the LEO (no record is decoded).
-
-        As Kafka, a snapshot is written on the way at the base of each of the last two segments,
-        so that a later truncation replays from there rather than from further back.
-        """
-        snapshot_bases = set(self._base_offsets[-2:])
-        state = self.producer_state
-        for segment in self._segments[self._segment_index_for(start) :]:
-            position = 0
-            if segment.base_offset > start and segment.base_offset in snapshot_bases:
-                self._take_producer_snapshot(segment.base_offset)
-            elif segment.base_offset < start:
-                position = segment.offset_index.lookup(start)[1]
-            for _, header in segment.scan_headers(position):
-                if header.last_offset >= start:
-                    state.replay(header)
+        """Kafka's ``truncateAndReload`` + ``rebuildProducerState`` (see ``LogProducers``)."""
+        self._guard(
+            lambda: self.producers.rebuild(
+                self._segments, self.log_start_offset, self.log_end_offset, replay=replay
+            )
+        )
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -772,13 +716,10 @@ class Log:
             with self._lock:
                 self._remove_segments(list(self._segments))
                 self._add_segment(self._new_segment(new_offset))
-            for offset in list_snapshot_offsets(self.directory):
-                delete_snapshot_file(self.directory, offset)
+            self.producers.reset(new_offset)
 
         self._guard(restart)
         self.log_start_offset = self.log_end_offset = self.recovery_point = new_offset
-        self.producer_state.clear()
-        self._producer_snapshot_offset = new_offset
         logger.warning("truncated %s fully; it restarts at offset %d", self.directory.name, new_offset)
 
     def _remove_segments(self, segments: list[LogSegment]) -> None:
@@ -836,26 +777,13 @@ class Log:
             delete_snapshot_file(self.directory, segment.base_offset)
 
     def _deletable_segments(self, upper: int) -> list[LogSegment]:
-        now = self.clock.milliseconds()
-        excess = self.size_in_bytes - self.config.retention_bytes
-        result: list[LogSegment] = []
-        for segment, next_base in zip(self._segments, self._base_offsets[1:], strict=False):
-            if next_base > upper:
-                break
-            if not self._breaches_retention(segment, next_base, now, excess):
-                break
-            excess -= segment.size
-            result.append(segment)
-        return result
-
-    def _breaches_retention(self, segment: LogSegment, next_base: int, now: int, excess: int) -> bool:
-        if next_base <= self.log_start_offset:
-            return True
-        if not self.config.delete:
-            return False
-        if self.config.retention_ms >= 0 and now - segment.largest_timestamp > self.config.retention_ms:
-            return True
-        return self.config.retention_bytes >= 0 and excess - segment.size >= 0
+        return deletable_segments(
+            self._segments,
+            self.config,
+            log_start_offset=self.log_start_offset,
+            upper_offset=upper,
+            now_ms=self.clock.milliseconds(),
+        )
 
     def replace_segments(self, new_segment: LogSegment, old_segments: list[LogSegment]) -> None:
         """The cleaner's swap: ``new_segment`` (suffix ``.swap``) replaces ``old_segments``.
