@@ -72,14 +72,15 @@ class Broker:
             default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
         )
+        offset_store = OffsetStore(replica_manager, config=offsets_config(config), clock=clock)
         broker = cls(
             config=config,
             clock=clock,
             log_manager=log_manager,
             replica_manager=replica_manager,
             fetch_sessions=FetchSessionCache(clock=clock),
-            group_coordinator=GroupCoordinator(config=config.group_config, clock=clock),
-            offset_store=OffsetStore(replica_manager, config=offsets_config(config), clock=clock),
+            group_coordinator=GroupCoordinator(config=config.group_config, clock=clock, store=offset_store),
+            offset_store=offset_store,
             advertised=config.advertised_listeners,
         )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
@@ -91,7 +92,8 @@ class Broker:
         self.cluster_id = read_or_create_cluster_id(self.config.log_dirs, self.config.node_id)
         self.log_manager.startup()
         self.replica_manager.startup()
-        self.offset_store.load()  # before the listeners open: no COORDINATOR_LOAD_IN_PROGRESS window
+        # Before the listeners open: no COORDINATOR_LOAD_IN_PROGRESS window.
+        self.offset_store.load(coordinator=self.group_coordinator)
 
     def shutdown(self) -> None:
         self.log_manager.shutdown()

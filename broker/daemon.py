@@ -41,6 +41,7 @@ async def serve(
     stop = stop or _signal_event(loop)
     broker = Broker.create(config, clock=SYSTEM_CLOCK)
     await loop.run_in_executor(None, broker.startup)
+    broker.group_coordinator.arm_timers()  # the loaded groups' session timers, on this loop
     scheduler = Scheduler(broker)
     broker.storage_executor = scheduler.storage_executor
     server = Server(broker)

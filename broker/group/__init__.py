@@ -3,8 +3,9 @@ Heartbeat, LeaveGroup) as one ``ClassicGroup`` state machine per group, stepped 
 take the current time and return responses and effects. The asyncio handlers park requests
 and answer them from the effects; ``tick``/``next_deadline`` drive the timers.
 
-Offsets and the ``__consumer_offsets`` log are not here yet; ``validate_offset_commit`` is the
-group-side check an OffsetCommit handler needs.
+Committed offsets and the groups' GroupMetadata records live in ``__consumer_offsets``
+(``offsets``, ``group_records``); ``validate_offset_commit`` is the group-side check an
+OffsetCommit handler needs.
 """
 
 from broker.group.classic import ClassicGroup, IllegalGroupStateError

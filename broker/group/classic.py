@@ -37,8 +37,11 @@ deadline is ``<= now_ms``; ``_awaiting_join_count`` equals the members awaiting 
 
 Deviation, for the shell's sake: removing a member also answers its parked SyncGroup (with
 UNKNOWN_MEMBER_ID), where Kafka would leave it unanswered until the client's timeout.
-Persisting the group (GroupMetadataValue in ``__consumer_offsets``) before answering the
-leader's SyncGroup is not done here; the group is stable as soon as the leader syncs.
+Persisting: the effects of the leader's SyncGroup (the group is then Stable) and of the
+join phase that leaves the group Empty carry ``store_group``; the shell writes the group's
+GroupMetadata record before it answers them. Deviation: the group is Stable as soon as the
+leader syncs, where Kafka stays CompletingRebalance until the write returns; a failed write
+is answered as an error to the syncing members (see ``GroupCoordinator``).
 
 Owned by the broker's event loop (one task); not thread-safe.
 """
@@ -128,6 +131,32 @@ class ClassicGroup:
         self._new_member_added = False
         self._joins: list[CompletedJoin] = []
         self._syncs: list[CompletedSync] = []
+        self._store_group = False
+
+    @classmethod
+    def restore(
+        cls,
+        group_id: str,
+        *,
+        config: GroupConfig,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        leader_id: str | None,
+        members: Sequence[ClassicGroupMember],
+    ) -> ClassicGroup:
+        """A group loaded from its GroupMetadata record: Stable with ``members`` (each with its
+        assignment), or Empty without."""
+        group = cls(group_id, config=config)
+        for member in members:
+            group._add(member)
+        group.state = STABLE if members else EMPTY
+        group.generation_id = generation_id
+        group.protocol_type = protocol_type
+        group.protocol_name = protocol_name if members else None
+        if leader_id in group._members:
+            group.leader_id = leader_id
+        return group
 
     # ---- read-only views -------------------------------------------------------------
 
@@ -392,6 +421,7 @@ class ClassicGroup:
         else:
             self.protocol_name = None
             self._transition_to(EMPTY)
+            self._store_group = True
         self._pending_sync.clear()
 
     def _candidate_protocols(self) -> frozenset[str]:
@@ -436,6 +466,7 @@ class ClassicGroup:
                 each.assignment = assignments.get(each.member_id, b"")
             self._propagate_assignment(ErrorCode.NONE, now_ms)
             self._transition_to(STABLE)
+            self._store_group = True
         return None
 
     def _validate_sync(self, request: SyncRequest) -> ErrorCode | None:
@@ -672,9 +703,10 @@ class ClassicGroup:
     def _start_call(self) -> None:
         self._joins = []
         self._syncs = []
+        self._store_group = False
 
     def _effects(self) -> Effects:
-        return Effects(tuple(self._joins), tuple(self._syncs))
+        return Effects(tuple(self._joins), tuple(self._syncs), self._store_group)
 
     def _join_outcome(self, member_id: str, response: JoinResponse | None) -> JoinOutcome:
         """A join completed within its own call is answered directly, not as an effect."""

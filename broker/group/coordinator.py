@@ -8,6 +8,15 @@ again — there is no polling loop. A timer is only moved earlier, never later: 
 a session deadline back, and the timer then fires early, finds nothing due and re-arms, which
 costs less than cancelling and re-creating a timer for every heartbeat.
 
+Persisting (Kafka's GroupMetadataManager writing GroupMetadata records): when a call's effects
+carry ``store_group`` (the leader's SyncGroup made the group Stable, or the group became
+Empty), the group is written through ``store`` before any parked request is answered, so the
+members learn their assignment only once it is in ``__consumer_offsets``. The append is
+synchronous, so no other call can step the group in between. If the write fails, the
+SyncGroups it would have answered get the error (Kafka's appendGroupMetadataErrorToResponseError);
+the members then rejoin, which starts a new rebalance. Groups loaded at start-up are added by
+``load_group`` (no timer: there is no running loop yet) and armed by ``arm_timers``.
+
 Time is ``clock.monotonic_ms()``; timers are set with ``call_later`` (the running loop's by
 default), both injected so tests step time by hand.
 
@@ -27,11 +36,14 @@ Owned by the broker's event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol as TypingProtocol
 from typing import TypeVar
 
 from broker.group.classic import ClassicGroup
+from broker.group.group_records import restore_group
+from broker.group.offsets import coordinator_error_code
 from broker.group.values import (
     NO_MEMBER_ID,
     Effects,
@@ -44,12 +56,20 @@ from broker.group.values import (
     SyncRequest,
     SyncResponse,
 )
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.group_coordinator.group_metadata_value import GroupMetadataValue
 from storage.clock import Clock
 
-__all__ = ["CallLater", "GroupCoordinator", "TimerHandle"]
+__all__ = ["CallLater", "GroupCoordinator", "GroupStore", "TimerHandle"]
+
+logger = logging.getLogger("samsa.broker.group.coordinator")
 
 _T = TypeVar("_T")
+
+
+class GroupStore(TypingProtocol):
+    def store_group(self, group: ClassicGroup) -> None:
+        """Append the group's GroupMetadata record; raises the append's KafkaError."""
 
 
 class TimerHandle(TypingProtocol):
@@ -65,9 +85,15 @@ def _loop_call_later(delay_seconds: float, callback: Callable[[], None]) -> Time
 
 class GroupCoordinator:
     def __init__(
-        self, *, config: GroupConfig, clock: Clock, call_later: CallLater = _loop_call_later
+        self,
+        *,
+        config: GroupConfig,
+        clock: Clock,
+        call_later: CallLater = _loop_call_later,
+        store: GroupStore | None = None,
     ) -> None:
         self.config = config
+        self.store = store
         self.groups: dict[str, ClassicGroup] = {}
         self._clock = clock
         self._call_later = call_later
@@ -83,6 +109,15 @@ class GroupCoordinator:
         if group is None:
             group = self.groups[group_id] = ClassicGroup(group_id, config=self.config)
         return group
+
+    def load_group(self, group_id: str, value: GroupMetadataValue) -> None:
+        """A group replayed from ``__consumer_offsets``; its timer waits for ``arm_timers``."""
+        self.groups[group_id] = restore_group(group_id, value, config=self.config, now_ms=self._now_ms())
+
+    def arm_timers(self) -> None:
+        """Arm every group's timer (on the event loop, once the loaded groups are in)."""
+        for group in self.groups.values():
+            self._arm(group)
 
     # ---- the classic protocol ----------------------------------------------------------
 
@@ -105,9 +140,9 @@ class GroupCoordinator:
         if group is None:
             return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID if group_id else ErrorCode.INVALID_GROUP_ID)
         outcome = group.sync(request, self._now_ms())
-        self._apply(group, outcome.effects)
+        error = self._apply(group, outcome.effects)
         if outcome.response is not None:
-            return outcome.response
+            return _failed_sync(outcome.response, error)
         return self._park(self._syncs, (group_id, outcome.member_id))
 
     def heartbeat(
@@ -155,13 +190,27 @@ class GroupCoordinator:
         parked[key] = future
         return future
 
-    def _apply(self, group: ClassicGroup, effects: Effects) -> None:
-        """Answer the parked requests ``effects`` names, then re-arm the group's timer."""
+    def _apply(self, group: ClassicGroup, effects: Effects) -> ErrorCode:
+        """Store the group if asked, answer the parked requests ``effects`` names, then re-arm
+        the group's timer; the store's error (NONE when it succeeded or was not asked)."""
+        error = self._store(group) if effects.store_group else ErrorCode.NONE
         for join in effects.joins:
             _complete(self._joins.pop((group.group_id, join.member_id), None), join.response)
         for sync in effects.syncs:
-            _complete(self._syncs.pop((group.group_id, sync.member_id), None), sync.response)
+            _complete(self._syncs.pop((group.group_id, sync.member_id), None),
+                      _failed_sync(sync.response, error))
         self._arm(group)
+        return error
+
+    def _store(self, group: ClassicGroup) -> ErrorCode:
+        if self.store is None:
+            return ErrorCode.NONE
+        try:
+            self.store.store_group(group)
+        except KafkaError as e:
+            logger.warning("group %s generation %d not stored: %s", group.group_id, group.generation_id, e)
+            return ErrorCode(coordinator_error_code(e))
+        return ErrorCode.NONE
 
     def _arm(self, group: ClassicGroup) -> None:
         deadline = group.next_deadline()
@@ -187,6 +236,13 @@ class GroupCoordinator:
         armed = self._timers.pop(group_id, None)
         if armed is not None:
             armed[1].cancel()
+
+
+def _failed_sync(response: SyncResponse, error: ErrorCode) -> SyncResponse:
+    """A successful SyncGroup answer becomes ``error`` when the group could not be stored."""
+    if error is ErrorCode.NONE or response.error_code is not ErrorCode.NONE:
+        return response
+    return SyncResponse(error)
 
 
 def _complete(future: asyncio.Future[_T] | None, response: _T) -> None:

@@ -17,8 +17,11 @@ RecordBatch v2 per write, uncompressed, no producer id, CreateTime = now):
            metadata, commit_timestamp, expire_timestamp: int64}
     null value: a tombstone (offset deleted, expired, or its group deleted)
 
-Keys of type 0 are read as offset commits too; type 2 (GroupMetadata) and the consumer-group
-records (3+) are skipped when loading (group state is not persisted yet).
+Keys of type 0 are read as offset commits too. Type 2 is a classic group's GroupMetadata
+record (``broker.group.group_records``): written by ``store_group`` when a group completes a
+rebalance or becomes Empty, tombstoned with the group's offsets by ``delete_group``, and
+replayed at load into the group coordinator (the last record of a group wins). The
+consumer-group records (3+) are skipped when loading.
 
 Invariants: the cache changes only after the append returned, so a response never reports an
 offset that is not in the log; one write (one group) is one batch in one partition, so a crash
@@ -42,7 +45,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker.group.group_records import (
+    decode_group_metadata_record,
+    group_metadata_key,
+    group_metadata_value,
+)
 from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.group_coordinator.group_metadata_value import GroupMetadataValue
 from protocol.messages.group_coordinator.offset_commit_key import OffsetCommitKey
 from protocol.messages.group_coordinator.offset_commit_value import OffsetCommitValue
 from protocol.records import (
@@ -56,6 +65,8 @@ from replication.partition import Partition
 
 if TYPE_CHECKING:
     from broker.broker import Broker
+    from broker.group.classic import ClassicGroup
+    from broker.group.coordinator import GroupCoordinator
     from broker.replica_manager import ReplicaManager
     from storage.clock import Clock
 
@@ -80,7 +91,6 @@ logger = logging.getLogger("samsa.broker.group.offsets")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_COMMIT_KEY_VERSION = 1  # Kafka writes type 1; type 0 is the pre-0.10 layout, same bytes
-GROUP_METADATA_KEY_VERSION = 2
 VALUE_VERSION_WITH_EXPIRE = 1
 VALUE_VERSION = 3  # Kafka's highest non-flexible version (MetadataVersion.offsetCommitValueVersion)
 LOAD_READ_BYTES = 1 << 20
@@ -200,8 +210,18 @@ class OffsetStore:
         return len(present)
 
     def delete_group(self, group_id: str) -> int:
-        """Tombstones for every offset of the group (DeleteGroups); the number deleted."""
-        return self.delete_offsets(group_id, list(self._offsets.get(group_id, {})))
+        """DeleteGroups: tombstones for every offset of the group and for its GroupMetadata
+        record, in one batch (Kafka's createGroupTombstoneRecords); the offsets deleted."""
+        partitions = list(self._offsets.get(group_id, {}))
+        entries = [(offset_commit_key(group_id, *tp), None) for tp in partitions]
+        self._append(group_id, [*entries, (group_metadata_key(group_id), None)])
+        self._offsets.pop(group_id, None)
+        return len(partitions)
+
+    def store_group(self, group: ClassicGroup) -> None:
+        """Append the group's GroupMetadata record; raises the append's KafkaError."""
+        value = group_metadata_value(group, current_state_timestamp_ms=self.clock.milliseconds())
+        self._append(group.group_id, [(group_metadata_key(group.group_id), value)])
 
     def expire(self, now_ms: int, *, is_empty: Callable[[str], bool]) -> int:
         """Write tombstones for the expired offsets (see the module docstring); how many."""
@@ -265,24 +285,37 @@ class OffsetStore:
 
     # ---- loading ---------------------------------------------------------------------
 
-    def load(self) -> int:
-        """Replay every ``__consumer_offsets`` partition into the cache; records applied."""
+    def load(self, *, coordinator: GroupCoordinator | None = None) -> int:
+        """Replay every ``__consumer_offsets`` partition into the cache, and the groups into
+        ``coordinator``; records applied."""
         topic = self.replica_manager.topic_by_name(OFFSETS_TOPIC)
         if topic is None:
             return 0
         applied = 0
+        groups: dict[str, GroupMetadataValue] = {}
         for index in sorted(topic.partitions):
             partition = self.replica_manager.partition(OFFSETS_TOPIC, index)
             if partition is not None:
-                applied += self.replay(_records_of(partition))
-        logger.info("loaded %d offset(s) of %d group(s) from %s", sum(map(len, self._offsets.values())),
-                    len(self._offsets), OFFSETS_TOPIC)
+                applied += self.replay(_records_of(partition), groups=groups)
+        if coordinator is not None:
+            for group_id, value in groups.items():
+                coordinator.load_group(group_id, value)
+        logger.info("loaded %d offset(s) of %d group(s) and %d group(s) from %s",
+                    sum(map(len, self._offsets.values())), len(self._offsets), len(groups), OFFSETS_TOPIC)
         return applied
 
-    def replay(self, records: Iterable[Record]) -> int:
+    def replay(self, records: Iterable[Record], *, groups: dict[str, GroupMetadataValue] | None = None) -> int:
+        """Apply offset commits to the cache and GroupMetadata records to ``groups`` (the last
+        value of each group; a tombstone removes it)."""
         applied = 0
         for record in records:
             if record.key is None:
+                continue
+            metadata = decode_group_metadata_record(record.key, record.value)
+            if metadata is not None:
+                if groups is not None:
+                    _replay_group(groups, *metadata)
+                applied += 1
                 continue
             decoded = decode_offsets_record(record.key, record.value)
             if decoded is None:
@@ -297,6 +330,13 @@ class OffsetStore:
                 self._offsets.setdefault(key.group, {})[(key.topic, key.partition)] = offset
             applied += 1
         return applied
+
+
+def _replay_group(groups: dict[str, GroupMetadataValue], group_id: str, value: GroupMetadataValue | None) -> None:
+    if value is None:
+        groups.pop(group_id, None)
+    else:
+        groups[group_id] = value
 
 
 def _records_of(partition: Partition) -> Iterator[Record]:

@@ -141,10 +141,13 @@ class CompletedSync:
 
 @dataclass(frozen=True, slots=True)
 class Effects:
-    """Parked requests to answer now, in order. Empty when nothing was completed."""
+    """Parked requests to answer now, in order. Empty when nothing was completed.
+    ``store_group``: the group completed a rebalance (Stable) or became Empty, and its
+    GroupMetadata record is to be written before the requests are answered."""
 
     joins: tuple[CompletedJoin, ...] = ()
     syncs: tuple[CompletedSync, ...] = ()
+    store_group: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Committed offsets against real broker processes: confluent-kafka and kafka-python commits,
-a restart (SIGTERM) and a crash (SIGKILL), the cleaner compacting ``__consumer_offsets``, and
-the admin client listing a group's offsets."""
+a restart (SIGTERM) and a crash (SIGKILL), the cleaner compacting ``__consumer_offsets``, the
+admin client listing a group's offsets, and a classic group's metadata surviving restarts."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 from broker.group.offsets import OFFSETS_TOPIC, partition_for
+from protocol.messages.heartbeat_request import HeartbeatRequest
+from protocol.messages.heartbeat_response import HeartbeatResponse
 from protocol.messages.offset_commit_request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -136,3 +138,43 @@ def test_admin_list_consumer_group_offsets(broker) -> None:  # type: ignore[no-u
     result = future.result(15)
     assert sorted((tp.topic, tp.partition, tp.offset) for tp in result.topic_partitions) == [
         ("t", 0, 3), ("t", 1, 4)]
+
+
+def _heartbeat(broker, group_id: str, member_id: str, generation_id: int) -> int:  # type: ignore[no-untyped-def]
+    request = HeartbeatRequest(group_id=group_id, generation_id=generation_id, member_id=member_id)
+    response = Client(broker).call(12, 4, request, HeartbeatResponse, flexible=True)
+    return int(response.error_code)
+
+
+def _describe(broker, group_id: str):  # type: ignore[no-untyped-def]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+    return admin.describe_consumer_groups([group_id])[group_id].result(15)
+
+
+def test_group_metadata_survives_restarts(start_broker) -> None:  # type: ignore[no-untyped-def]
+    broker = start_broker()
+    create_topic(broker, "t", partitions=1)
+    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kept", "log_level": 3,
+                       "enable.auto.commit": False, "heartbeat.interval.ms": 500})
+    try:
+        member.subscribe(["t"])
+        deadline = time.monotonic() + 15
+        while not member.assignment() and time.monotonic() < deadline:
+            member.poll(0.1)
+        before = _describe(broker, "kept")
+        (member_id,) = [m.member_id for m in before.members]
+        assert _heartbeat(broker, "kept", member_id, 1) == 0  # one member: generation 1
+        broker.restart()
+        after = _describe(broker, "kept")  # Stable, from the record written at the leader's sync
+        assert after.state is ConsumerGroupState.STABLE
+        assert [(m.member_id, [(tp.topic, tp.partition) for tp in m.assignment.topic_partitions])
+                for m in after.members] == [(member_id, [("t", 0)])]
+        assert _heartbeat(broker, "kept", member_id, 1) == 0
+        assert _heartbeat(broker, "kept", member_id, 2) == 22  # ILLEGAL_GENERATION
+        member.committed([TopicPartition("t", 0)], timeout=15)  # it found its coordinator again
+    finally:
+        member.close()  # LeaveGroup: Empty in generation 2
+    assert _describe(broker, "kept").state is ConsumerGroupState.EMPTY
+    broker.restart()
+    emptied = _describe(broker, "kept")
+    assert (emptied.state, emptied.members) == (ConsumerGroupState.EMPTY, [])
