@@ -304,21 +304,12 @@ def _non_active_segments_from(log: Log, offset: int) -> list[LogSegment]:
 
 def _max_compaction_delay_ms(log: Log, first_dirty: int, now_ms: int) -> int:
     """How far past ``max.compaction.lag.ms`` the oldest dirty non-active segment is (0: not)."""
-    first_batch_timestamps = [
-        t for t in map(_first_batch_timestamp, _non_active_segments_from(log, first_dirty)) if t > 0
-    ]
+    segments = _non_active_segments_from(log, first_dirty)
+    first_batch_timestamps = [t for t in (s.first_batch_timestamp() for s in segments) if t > 0]
     if not first_batch_timestamps:
         return 0
     clean_until_ms = now_ms - max(log.config.max_compaction_lag_ms, 0)
     return max(0, clean_until_ms - min(first_batch_timestamps))
-
-
-def _first_batch_timestamp(segment: LogSegment) -> int:
-    if segment.rolling_based_timestamp is not None:
-        return segment.rolling_based_timestamp
-    for _, header in segment.scan_headers(0):
-        return header.max_timestamp
-    return -1
 
 
 def log_to_clean(

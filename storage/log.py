@@ -80,6 +80,7 @@ from storage.segment import (
     TIME_INDEX_SUFFIX,
     FetchSlice,
     LogSegment,
+    SegmentDescription,
     TimestampAndOffset,
     parse_base_offset,
     segment_file_name,
@@ -127,6 +128,20 @@ class AppendResult(NamedTuple):
     flush_due: bool
     # A retried idempotent batch: the offsets are the original append's; nothing was written.
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogLayout:
+    """A log's segments as readers plan work by them (``Log.describe_segments``).
+
+    ``segments`` are oldest first, the active one last; contiguous: each one's ``end_offset`` is
+    the next one's ``base_offset``, the last one's is ``log_end_offset``, and the first one holds
+    ``log_start_offset`` (or is the active segment, when the log is empty).
+    """
+
+    log_start_offset: int
+    log_end_offset: int
+    segments: tuple[SegmentDescription, ...]
 
 
 @dataclass
@@ -607,6 +622,22 @@ class Log:
             if piece is not None:
                 return piece
         return None
+
+    def describe_segments(self) -> LogLayout:
+        """The segment layout, read-only: one 61-byte read per segment at most (its first
+        batch's timestamp, unless known). Segments wholly below the log start offset (raised by
+        DeleteRecords, removed at the next retention run) are left out; base offsets are the
+        segments' own (their file names), so the first may be below the log start offset."""
+        self.health.check()
+        with self._lock:  # retention and the cleaner change the list from worker threads
+            segments, log_end_offset = list(self._segments), self.log_end_offset
+            log_start_offset = max(self.log_start_offset, segments[0].base_offset)
+        ends = [segment.base_offset for segment in segments[1:]] + [log_end_offset]
+        # Ends never decrease: what goes is a prefix. The active segment always stays.
+        first = next((i for i, end in enumerate(ends) if end > log_start_offset), len(ends) - 1)
+        pairs = list(zip(segments[first:], ends[first:], strict=True))
+        described = self._guard(lambda: tuple(segment.describe(end) for segment, end in pairs))
+        return LogLayout(log_start_offset, log_end_offset, described)
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """Every batch header from the one holding ``start_offset``: (segment, position, header)."""

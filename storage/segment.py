@@ -86,6 +86,17 @@ class TimestampAndOffset:
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentDescription:
+    """One segment's offset range, size and timestamps (the layout readers plan work by)."""
+
+    base_offset: int
+    end_offset: int  # exclusive: the next segment's base offset, or the log end offset
+    size_in_bytes: int
+    first_timestamp: int  # the max timestamp of the first batch; -1 when the segment is empty
+    max_timestamp: int  # the largest record timestamp; -1 when there is none
+
+
+@dataclass(frozen=True, slots=True)
 class RecoveryResult:
     valid_bytes: int
     truncated_bytes: int
@@ -299,6 +310,25 @@ class LogSegment:
                 if record.timestamp >= timestamp and record.offset >= starting_offset:
                     return TimestampAndOffset(record.timestamp, record.offset)
         return None
+
+    def first_batch_timestamp(self) -> int:
+        """The max timestamp of the first batch, -1 when empty (Kafka's getFirstBatchTimestamp);
+        one 61-byte read unless the append path already noted it."""
+        if self.rolling_based_timestamp is not None:
+            return self.rolling_based_timestamp
+        if self.size < BATCH_HEADER_SIZE:
+            return -1
+        return read_batch_header(os.pread(self.fd, BATCH_HEADER_SIZE, 0)).max_timestamp
+
+    def describe(self, end_offset: int) -> SegmentDescription:
+        """This segment as a ``SegmentDescription``; ``end_offset`` is the log's to give."""
+        return SegmentDescription(
+            base_offset=self.base_offset,
+            end_offset=end_offset,
+            size_in_bytes=self.size,
+            first_timestamp=self.first_batch_timestamp(),
+            max_timestamp=self.max_timestamp_so_far,
+        )
 
     @property
     def largest_timestamp(self) -> int:

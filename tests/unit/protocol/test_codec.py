@@ -158,8 +158,11 @@ def test_message_classes_carry_their_version_range() -> None:
 
 
 def test_registries_cover_every_api() -> None:
-    assert len(REQUESTS) == len(RESPONSES) == 88
+    assert len(REQUESTS) == len(RESPONSES) == 88 + 1  # Kafka's 0-87 and Samsa's own 10000
     assert REQUESTS[0] is ProduceRequest and RESPONSES[1] is FetchResponse
+    assert REQUESTS[10000].__name__ == "SamsaDescribeLogSegmentsRequest"
+    assert RESPONSES[10000].__name__ == "SamsaDescribeLogSegmentsResponse"
+    assert request_header_version(10000, 0) == 2 and response_header_version(10000, 0) == 1
     assert 1000 not in REQUESTS
     with pytest.raises(KeyError):
         REQUESTS[1000]
@@ -618,6 +621,28 @@ def test_check_fails_after_a_generated_file_is_edited(tmp_path: Path, capsys: An
     assert "protocol/messages/stale_request.py" in output
     assert codegen.main(["--schemas", str(SCHEMAS), "--output", str(copy)]) == 0  # regenerate
     assert codegen.main(argv) == 0 and not (copy / "stale_request.py").exists()
+
+
+def test_samsa_schemas_are_generated_with_kafkas(tmp_path: Path) -> None:
+    messages = {m.name: m for m in codegen.load_messages(tmp_path)}  # no Kafka schemas here
+    request = messages["SamsaDescribeLogSegmentsRequest"]
+    assert request.api_key == 10000 and request.source.startswith("protocol/schemas/")
+    assert request.module == "samsa_describe_log_segments_request"
+    assert (request.valid.low, request.valid.high, request.flexible.low) == (0, 0, 0)
+    generated = codegen.render_module(request)
+    assert generated.startswith(codegen.GENERATED_MARKER + " from protocol/schemas/")
+    assert generated == (codegen.PACKAGE_DIR / f"{request.module}.py").read_text()
+
+
+def test_a_samsa_schema_may_not_reuse_a_kafka_api_key(tmp_path: Path) -> None:
+    kafka, samsa = tmp_path / "kafka", tmp_path / "samsa"
+    kafka.mkdir()
+    samsa.mkdir()
+    schema = '{"apiKey": 0, "type": "request", "name": "%s", "validVersions": "0", "fields": []}'
+    (kafka / "ProduceRequest.json").write_text(schema % "ProduceRequest")
+    (samsa / "SamsaProduceRequest.json").write_text(schema % "SamsaProduceRequest")
+    with pytest.raises(codegen.SchemaError, match="API key 0"):
+        codegen.load_messages(kafka, samsa)
 
 
 def test_check_passes_with_a_note_when_there_are_no_schemas(tmp_path: Path, capsys: Any) -> None:
