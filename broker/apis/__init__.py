@@ -115,6 +115,10 @@ API_MODULES = (
     "delete_records",
     "describe_cluster",
     "describe_log_dirs",
+    "alter_replica_log_dirs",
+    "describe_topic_partitions",
+    "elect_leaders",
+    "describe_log_segments",  # Samsa's own API (key 10000)
     "offset_for_leader_epoch",
     "offset_commit",
     "offset_fetch",
