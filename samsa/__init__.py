@@ -9,6 +9,9 @@ loop thread. Configuration uses Kafka's names (see ``samsa.config``).
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from samsa.errors import ConfigError, KafkaError, KafkaTimeoutError
 from samsa.types import (
     BrokerInfo,
@@ -21,15 +24,50 @@ from samsa.types import (
     TopicPartition,
 )
 
+if TYPE_CHECKING:
+    from samsa.admin import AdminClient, AsyncAdminClient, ConfigResource, NewTopic
+    from samsa.consumer import AsyncConsumer, Consumer, ConsumerRebalanceListener
+    from samsa.producer import AsyncProducer, Producer
+
+# Client classes imported on first use, so that ``import samsa.types`` (the CLI) stays light.
+_LAZY = {
+    "AdminClient": "samsa.admin",
+    "AsyncAdminClient": "samsa.admin",
+    "ConfigResource": "samsa.admin",
+    "NewTopic": "samsa.admin",
+    "AsyncConsumer": "samsa.consumer",
+    "Consumer": "samsa.consumer",
+    "ConsumerRebalanceListener": "samsa.consumer",
+    "AsyncProducer": "samsa.producer",
+    "Producer": "samsa.producer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'samsa' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
+    "AdminClient",
+    "AsyncAdminClient",
+    "AsyncConsumer",
+    "AsyncProducer",
     "BrokerInfo",
     "ConfigError",
+    "ConfigResource",
+    "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "KafkaError",
     "KafkaTimeoutError",
+    "NewTopic",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "PartitionInfo",
+    "Producer",
     "RecordMetadata",
     "TopicInfo",
     "TopicPartition",

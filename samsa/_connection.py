@@ -89,6 +89,11 @@ class BrokerConnection(asyncio.Protocol):
     def in_flight(self) -> int:
         return len(self._pending)
 
+    @property
+    def writable(self) -> bool:
+        """False while the transport's buffer is above its high-water mark (pause_writing)."""
+        return self._writable.is_set()
+
     # --- asyncio.Protocol ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -45,7 +45,7 @@ class ConfigKey:
         if value is None:
             return None
         converted = _CONVERTERS[self.kind](self, value)
-        if self.choices and converted not in self.choices:
+        if self.choices and self.kind != "list" and converted not in self.choices:  # lists: per item
             raise ConfigError(self.name, value, f"must be one of {', '.join(self.choices)}")
         if self.minimum is not None and converted < self.minimum:
             raise ConfigError(self.name, value, f"must be at least {self.minimum}")

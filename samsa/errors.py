@@ -21,11 +21,13 @@ __all__ = [
     "BrokerUnreachableError",
     "ClientClosedError",
     "ClientError",
+    "CommitFailedError",
     "ConfigError",
     "ErrorCode",
     "KafkaError",
     "KafkaTimeoutError",
     "NoBrokersAvailableError",
+    "NoOffsetForPartitionError",
     "error_for_code",
     "raise_for_code",
 ]
@@ -69,6 +71,20 @@ class KafkaTimeoutError(ClientError):
 
 class ClientClosedError(ClientError):
     """The producer, consumer or admin client was used after ``close()``."""
+
+
+class CommitFailedError(ClientError):
+    """An offset commit was refused because the group rebalanced (the member's generation or
+    id is no longer current): the partitions may belong to another member now (Java's
+    CommitFailedException)."""
+
+
+class NoOffsetForPartitionError(ClientError):
+    """A partition has no committed offset and ``auto.offset.reset`` is ``none``."""
+
+    def __init__(self, partitions: object) -> None:
+        self.partitions = partitions
+        super().__init__(f"no committed offset and auto.offset.reset=none for {partitions}")
 
 
 def raise_for_code(code: int, message: str | None = None) -> None:

@@ -11,7 +11,17 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from tools import broker_commands, log_commands, perf_commands
+from tools import (
+    broker_commands,
+    cluster_commands,
+    configs_commands,
+    consume_commands,
+    groups_commands,
+    log_commands,
+    perf_commands,
+    produce_commands,
+    topics_commands,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
     broker_commands.register(groups)
     log_commands.register(groups)
     perf_commands.register(groups)
+    topics_commands.register(groups)
+    configs_commands.register(groups)
+    groups_commands.register(groups)
+    cluster_commands.register(groups)
+    consume_commands.register(groups)
+    produce_commands.register(groups)
     return parser
 
 

@@ -1,0 +1,127 @@
+"""``samsa produce TOPIC``: one record per line of standard input (kafka-console-producer).
+
+    printf 'k1:hello\\nk2:world\\n' | samsa produce events --key-separator : --header source=cli
+
+Each line (without its line ending) is a record's value, sent as bytes. With
+``--key-separator SEP`` a line is ``KEY SEP VALUE`` (split at the first SEP; a line without
+it is an error, as in Kafka); without it records have no key. ``--header KEY=VALUE``
+(repeatable) puts headers on every record, ``--partition N`` sends them all to one partition,
+``--compression`` sets ``compression.type``, and ``-X key=value`` any producer config
+(Kafka's names). At the end the number of records produced goes to standard error.
+
+Exit codes: 0 when every record was acknowledged; 1 with a one-line error when the broker
+can't be reached (naming the addresses tried), the topic does not exist and the broker won't
+create it, a line lacks the key separator, or a record was not delivered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO
+
+from samsa.errors import KafkaError
+from samsa.producer import Producer
+from samsa.types import RecordMetadata
+from tools.client_options import add_client_options, client_config
+
+__all__ = ["produce_lines", "register", "split_lines"]
+
+
+def register(groups: Any) -> None:
+    produce = groups.add_parser("produce", help="produce lines of standard input to a topic",
+                                description=(__doc__ or "").split("\n\n")[0])
+    produce.add_argument("topic", metavar="TOPIC")
+    add_client_options(produce, json_output=False)
+    produce.add_argument("--key-separator", metavar="SEP",
+                         help="each line is KEY SEP VALUE (default: no key)")
+    produce.add_argument("--header", dest="headers", metavar="KEY=VALUE", action="append",
+                         type=_header, default=[], help="a header on every record (repeatable)")
+    produce.add_argument("--partition", type=int, metavar="N",
+                         help="send every record to partition N (default: the partitioner)")
+    produce.add_argument("--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"),
+                         help="compression.type")
+    produce.set_defaults(handler=run)
+
+
+def _header(text: str) -> tuple[str, bytes]:
+    key, separator, value = text.partition("=")
+    if not separator or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value.encode("utf-8")
+
+
+def split_lines(stream: BinaryIO | Iterable[bytes], key_separator: bytes | None
+                ) -> Iterator[tuple[bytes | None, bytes]]:
+    """(key, value) of each line, line endings (``\\n`` or ``\\r\\n``) removed. ValueError
+    naming the line number for a line without ``key_separator``."""
+    for number, line in enumerate(stream, 1):
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        if key_separator is None:
+            yield None, line
+            continue
+        key, separator, value = line.partition(key_separator)
+        if not separator:
+            text = line[:60].decode("utf-8", "replace")
+            raise ValueError(f"no key separator {key_separator.decode()!r} on line {number}: "
+                             f"{text!r}")
+        yield key, value
+
+
+class _Outcome:
+    """Counts deliveries (callbacks run on the producer's loop thread, one at a time)."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.failed = 0
+        self.first_error: Exception | None = None
+
+    def __call__(self, metadata: RecordMetadata | None, error: Exception | None) -> None:
+        if error is None:
+            self.delivered += 1
+            return
+        self.failed += 1
+        if self.first_error is None:
+            self.first_error = error
+
+
+def produce_lines(producer: Producer, topic: str, records: Iterable[tuple[bytes | None, bytes]],
+                  outcome: _Outcome, *, headers: list[tuple[str, bytes]],
+                  partition: int | None) -> None:
+    """Send every record (delivery reported to ``outcome``), then flush, also when reading
+    the records fails."""
+    header_list: list[tuple[str, bytes | None]] | None = list(headers) or None
+    try:
+        for key, value in records:
+            producer.send(topic, value, key=key, partition=partition, headers=header_list,
+                          on_delivery=outcome)
+    finally:
+        producer.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    extra = {"compression.type": args.compression} if args.compression else {}
+    separator = args.key_separator.encode("utf-8") if args.key_separator is not None else None
+    outcome = _Outcome()
+    failure = None
+    with Producer(client_config(args, **extra)) as producer:
+        partitions = producer.partitions_for(args.topic, wait=False)  # fail fast, say why
+        if args.partition is not None and args.partition not in partitions:
+            raise ValueError(f"topic {args.topic!r} has partitions 0..{len(partitions) - 1}, "
+                             f"not {args.partition}")
+        try:
+            produce_lines(producer, args.topic, split_lines(sys.stdin.buffer, separator),
+                          outcome, headers=args.headers, partition=args.partition)
+        except ValueError as error:  # a line without the key separator
+            failure = str(error)
+    print(f"{outcome.delivered} record(s) produced to {args.topic}", file=sys.stderr)
+    if outcome.failed:
+        first = outcome.first_error
+        reason = f"{type(first).__name__}: {first}" if isinstance(first, KafkaError) else first
+        failure = f"{outcome.failed} record(s) not delivered: {reason}"
+    if failure is not None:
+        print(f"samsa: error: {failure}", file=sys.stderr)
+        return 1
+    return 0
