@@ -11,7 +11,9 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	# compat mode puts the repository itself on sys.path (a .pth): PySpark finds pyspark_samsa
+	# with pkgutil.iter_modules, which does not see setuptools' import-hook editable installs.
+	$(PY) -m pip install --quiet -e '.[dev,spark]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 run: install

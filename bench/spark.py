@@ -1,0 +1,273 @@
+"""Spark benchmark: a batch read of ``format("samsa")`` against Spark's native ``spark.range``.
+
+One run, this machine, a local[2] SparkSession and a Samsa broker:
+
+1. confluent-kafka writes ``--count`` (1,000,000) records with 100-byte values to a topic of
+   2 partitions with ``segment.bytes`` 16 MiB (so the read is planned as several segments,
+   one Spark task each).
+2. Three ways to produce the same rows and columns (key binary, value binary, topic,
+   partition, offset, timestamp, timestampType), best of 5 (3 with --quick), interleaved:
+   - network: ``spark.read.format("samsa")``, tasks fetching from the broker;
+   - file: the same with ``samsa.logDirs`` (tasks read the segment files);
+   - native: ``spark.range(count)`` with the same columns computed by Spark itself;
+   - floor: a Python data source that only yields ready-made Arrow batches of the same rows
+     (same number of tasks, 9,000 rows per batch as a 1 MiB fetch gives): no I/O and no
+     decoding, so what any Python data source pays Spark to move its rows.
+   Each is read two ways: ``toArrow()`` (every row delivered to the driver as Arrow: the
+   issue's measure, the one the goal is about) and a write to Spark's ``noop`` sink (every row
+   materialised inside the JVM, nothing stored or returned: the engine alone, where the
+   native plan, generated code with no data to move, is an order of magnitude ahead of
+   any Python data source, since Spark takes every Python batch through Arrow).
+   Reported: seconds, rows/s, and rows/s ÷ native rows/s (goal >= 0.7 for ``toArrow``).
+
+``--quick`` reads 100,000 records. Prints a table (rich) and writes ``bench/results/spark.json``.
+Needs Java 17 (``java`` on the PATH) and the ``spark`` extra (pyspark, pyarrow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from bench import peers
+
+RESULTS = Path(__file__).parent / "results"
+TOPIC = "bench-spark"
+PARTITIONS = 2
+SEGMENT_BYTES = 16 * 1024 * 1024
+VALUE = b"x" * 100
+GOAL = 0.7
+
+
+def fill_topic(bootstrap: str, count: int, progress: Progress) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1,
+                                  config={"segment.bytes": str(SEGMENT_BYTES)})])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
+                         "batch.size": 256 * 1024, "queue.buffering.max.messages": 1_000_000})
+    errors: list[Any] = []
+
+    def on_delivery(error: Any, _message: Any) -> None:
+        if error is not None:
+            errors.append(error)
+
+    task = progress.add_task("producing", total=count)
+    for number in range(count):
+        while True:
+            try:
+                producer.produce(TOPIC, VALUE, partition=number % PARTITIONS,
+                                 on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if number % 10_000 == 0:
+            producer.poll(0)
+            progress.update(task, completed=number)
+    if producer.flush(120) != 0 or errors:
+        raise RuntimeError(f"producing failed: {errors[:3]}")
+    progress.update(task, completed=count)
+
+
+def spark_session() -> Any:
+    if shutil.which("java") is None:
+        raise SystemExit("the Spark benchmark needs Java 17: `java` is not on the PATH")
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("samsa-bench")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.memory", "2g").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def floor_source() -> Any:
+    """The ``floor`` data source (see the module docstring), defined when Spark is there."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from pyspark_samsa import kafka_schema
+    from pyspark_samsa.arrow import SCHEMA
+
+    class Slice(InputPartition):
+        def __init__(self, rows: int) -> None:
+            super().__init__(rows)
+            self.rows = rows
+
+    class Reader(DataSourceReader):
+        def __init__(self, count: int, tasks: int) -> None:
+            self.count, self.tasks = count, tasks
+
+        def partitions(self) -> list[InputPartition]:
+            share = self.count // self.tasks
+            return [Slice(share + (1 if i < self.count % self.tasks else 0))
+                    for i in range(self.tasks)]
+
+        def read(self, partition: Any) -> Any:
+            rows = 9000
+            batch = pa.RecordBatch.from_arrays([
+                pa.nulls(rows, pa.binary()), pa.array([VALUE] * rows, pa.binary()),
+                pa.array([TOPIC] * rows), pa.array([0] * rows, pa.int32()),
+                pa.array(range(rows), pa.int64()),
+                pa.array([1_700_000_000_000_000] * rows, pa.timestamp("us", tz="UTC")),
+                pa.array([0] * rows, pa.int32())], schema=SCHEMA)
+            for start in range(0, partition.rows, rows):
+                yield batch.slice(0, min(rows, partition.rows - start))
+
+    class Floor(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "samsa_bench_floor"
+
+        def schema(self) -> Any:
+            return kafka_schema()
+
+        def reader(self, schema: Any) -> Any:
+            return Reader(int(self.options["count"]), int(self.options["tasks"]))
+
+    return Floor
+
+
+def frames(spark: Any, bootstrap: str, log_dir: Path, count: int,
+           tasks: int) -> dict[str, Callable[[], Any]]:
+    from pyspark.sql import functions as F
+
+    spark.dataSource.register(floor_source())
+
+    def samsa(**options: str) -> Any:
+        reader = (spark.read.format("samsa").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", TOPIC))
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.load()
+
+    def native() -> Any:
+        return spark.range(count).select(
+            F.lit(None).cast("binary").alias("key"),
+            F.expr(f"cast(repeat('x', {len(VALUE)}) as binary)").alias("value"),
+            F.lit(TOPIC).alias("topic"),
+            (F.col("id") % PARTITIONS).cast("int").alias("partition"),
+            (F.col("id") / PARTITIONS).cast("long").alias("offset"),
+            F.expr("timestamp_millis(1700000000000 + id)").alias("timestamp"),
+            F.lit(0).alias("timestampType"))
+
+    def floor() -> Any:
+        return (spark.read.format("samsa_bench_floor").option("count", count)
+                .option("tasks", tasks).load())
+
+    return {"network": samsa, "file": lambda: samsa(**{"samsa.logDirs": str(log_dir)}),
+            "native": native, "floor": floor}
+
+
+def timed(action: str, frame: Any) -> float:
+    start = time.perf_counter()
+    if action == "toArrow":
+        table = frame.toArrow()
+        del table
+    else:
+        frame.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+ACTIONS = ("toArrow", "noop")
+
+
+def measure(spark: Any, bootstrap: str, log_dir: Path, count: int, runs: int,
+            progress: Progress) -> dict[str, Any]:
+    tasks = (spark.read.format("samsa").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", TOPIC).load().rdd.getNumPartitions())
+    makers = frames(spark, bootstrap, log_dir, count, tasks)
+    task = progress.add_task("reading", total=len(makers) * (len(ACTIONS) * runs + 1))
+    partitions = {}
+    for name, make in makers.items():  # warm-up (Python workers, JIT) and a row count check
+        frame = make()
+        partitions[name] = frame.rdd.getNumPartitions()
+        rows = frame.count()
+        if rows != count:
+            raise RuntimeError(f"{name} read {rows} rows, expected {count}")
+        progress.advance(task)
+    seconds: dict[tuple[str, str], list[float]] = {
+        (action, name): [] for action in ACTIONS for name in makers}
+    for _ in range(runs):
+        for action in ACTIONS:
+            for name, make in makers.items():
+                seconds[(action, name)].append(timed(action, make()))
+                progress.advance(task)
+    result: dict[str, Any] = {"count": count, "value_bytes": len(VALUE), "runs": runs,
+                              "spark_partitions": partitions, "goal_ratio": GOAL}
+    for action in ACTIONS:
+        native_rate = count / min(seconds[(action, "native")])
+        result[action] = {}
+        for name in makers:
+            best = min(seconds[(action, name)])
+            result[action][name] = {
+                "best_seconds": round(best, 3), "rows_per_s": round(count / best),
+                "ratio_to_native": round(count / best / native_rate, 3),
+                "all_seconds": [round(v, 3) for v in seconds[(action, name)]]}
+    return result
+
+
+def run(work: Path, *, count: int, runs: int, console: Console) -> dict[str, Any]:
+    log_dir = work / "samsa-spark"
+    broker = peers.start_samsa(log_dir)
+    try:
+        with Progress(console=console, transient=True) as progress:
+            fill_topic(broker.bootstrap, count, progress)
+            spark = spark_session()
+            try:
+                return measure(spark, broker.bootstrap, log_dir, count, runs, progress)
+            finally:
+                spark.stop()
+    finally:
+        broker.stop()
+
+
+def print_table(result: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"Spark batch read, {result['count']:,} × {result['value_bytes']}-byte "
+                        f"records, local[2], best of {result['runs']}")
+    for column in ("read", "source", "tasks", "seconds", "rows/s", "÷ native"):
+        table.add_column(column, justify="left" if column in ("read", "source") else "right")
+    labels = {"network": "samsa, network", "file": "samsa, segment files",
+              "native": "spark.range (native)", "floor": "Python source floor"}
+    for action in ACTIONS:
+        for name, mode in result[action].items():
+            table.add_row(f"{action}()" if action == "toArrow" else "noop sink", labels[name],
+                          str(result["spark_partitions"][name]), f"{mode['best_seconds']:.2f}",
+                          f"{mode['rows_per_s']:,}", f"{mode['ratio_to_native']:.2f}x")
+    console.print(table)
+    console.print(f"goal: >= {result['goal_ratio']}x native with toArrow()")
+
+
+def main(*, quick: bool = False, json_path: Path | None = None) -> dict[str, Any]:
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="samsa-bench-spark-") as temp:
+        result = run(Path(temp), count=100_000 if quick else 1_000_000, runs=3 if quick else 5,
+                     console=console)
+    print_table(result, console)
+    target = json_path or RESULTS / "spark.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps({"bench": "spark", **result}, indent=2))
+    console.print(f"results written to {target}")
+    return result
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    main(quick=parser.parse_args().quick)
