@@ -188,12 +188,13 @@ class ThreadDelivery:
         landed = (topic, partition, log_append_time)
         offset = base_offset
         step = 1 if base_offset >= 0 else 0
+        twin, metadata_class, finished = _MetadataTwin, RecordMetadata, _FINISHED
         for future in batch.records:
             future._offset = offset
             future._landed = landed
             callback = future._callback
             if callback is not None:
-                metadata = _MetadataTwin()
+                metadata = twin()
                 metadata.topic = topic
                 metadata.partition = partition
                 metadata.offset = offset
@@ -201,14 +202,14 @@ class ThreadDelivery:
                     else log_append_time
                 metadata.serialized_key_size = future._key_size
                 metadata.serialized_value_size = future._value_size
-                metadata.__class__ = RecordMetadata  # type: ignore[assignment]
+                metadata.__class__ = metadata_class  # type: ignore[assignment]
                 future._metadata = metadata
                 try:
                     callback(metadata, None)
                 except Exception:
                     log.exception("an on_delivery callback raised")
             offset += step
-            future._state = _FINISHED  # DeliveryFuture._settle(), inlined
+            future._state = finished  # DeliveryFuture._settle(), inlined
             if future._lazy_condition is not None:
                 future._notify()
 

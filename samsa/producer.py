@@ -213,6 +213,8 @@ class Producer:
         self._wakeup = self._core.sender.wakeup_threadsafe
         self._append = self._core.accumulator.append
         self._sticky = self._core.partitioner.current
+        self._sender = self._core.sender
+        self._unchecked_size = self._core.unchecked_size
         self._serializing = (self.config["key.serializer"] is not None
                              or self.config["value.serializer"] is not None)
 
@@ -227,7 +229,7 @@ class Producer:
         it (per ``acks``). Blocks only to wait for the topic's metadata or buffer memory."""
         # The hot path of the producer: the common cases are inlined (see _Core for the rest).
         core = self._core
-        if self._closed or core.sender.fatal_error is not None:
+        if self._closed or self._sender.fatal_error is not None:
             _check_open(core, self._closed)
         if self._serializing:
             key, value = core.serialize(key, value)
@@ -243,7 +245,7 @@ class Producer:
         key_size = -1 if key is None else len(key)
         value_size = -1 if value is None else len(value)
         future = DeliveryFuture()
-        if key_size + value_size > core.unchecked_size or header_bytes is not None:
+        if key_size + value_size > self._unchecked_size or header_bytes is not None:
             error = core.too_large(key, value, header_bytes)
             if error is not None:
                 if on_delivery is not None:
@@ -251,7 +253,7 @@ class Producer:
                 future._fail(error)
                 return future
         timestamp = _time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
-        record = future  # the batch's entry for this record: the future, carrying its data
+        # the batch's entry for this record: the future, carrying its data
         future._timestamp = timestamp
         future._value_size = value_size
         if key is not None:
@@ -262,22 +264,22 @@ class Producer:
             sticky = self._sticky.get(topic)
             if sticky is None:
                 flags, sticky = core.append(info, topic, -1, timestamp, key, value,
-                                            header_bytes, record)
+                                            header_bytes, future)
             else:
                 flags = self._append(info.partitions[sticky], timestamp, key, value,
-                                     header_bytes, record, True)
+                                     header_bytes, future, True)
                 if flags & NEEDS_NEW_BATCH:
                     flags, sticky = core.append(info, topic, -1, timestamp, key, value,
-                                                header_bytes, record, previous=sticky)
+                                                header_bytes, future, previous=sticky)
             chosen = -1
         else:
             chosen = core.route(info, topic, key, partition)
             flags = self._append(info.partitions[chosen], timestamp, key, value, header_bytes,
-                                 record)
+                                 future)
         while flags & NO_MEMORY:
             self._wait_for_memory(core, key_size + value_size)
             flags, _ = core.append(info, topic, chosen, timestamp, key, value, header_bytes,
-                                   record)
+                                   future)
         if flags & _WAKE:
             self._wakeup()
         return future
