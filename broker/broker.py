@@ -20,8 +20,10 @@ from broker.config import BrokerConfig, Listener
 from broker.config_admin import dynamic_log_config
 from broker.fetch_session import FetchSessionCache
 from broker.group.coordinator import GroupCoordinator
+from broker.group.loading import OffsetsLoader
 from broker.group.offsets import OffsetsConfig, OffsetStore
 from broker.replica_manager import ReplicaManager
+from broker.transaction.service import TransactionService
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.partition import Waiter
 from storage.clock import Clock
@@ -48,6 +50,8 @@ class Broker:
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
     offset_store: OffsetStore
+    offsets_loader: OffsetsLoader
+    transactions: TransactionService
     cluster_id: str = ""
     advertised: tuple[Listener, ...] = ()
     stopping: bool = False
@@ -73,14 +77,21 @@ class Broker:
             default_replication_factor=config.default_replication_factor,
         )
         offset_store = OffsetStore(replica_manager, config=offsets_config(config), clock=clock)
+        group_coordinator = GroupCoordinator(config=config.group_config, clock=clock, store=offset_store,
+                                             partition_for=offset_store.partition_for)
         broker = cls(
             config=config,
             clock=clock,
             log_manager=log_manager,
             replica_manager=replica_manager,
             fetch_sessions=FetchSessionCache(clock=clock),
-            group_coordinator=GroupCoordinator(config=config.group_config, clock=clock, store=offset_store),
+            group_coordinator=group_coordinator,
             offset_store=offset_store,
+            offsets_loader=OffsetsLoader(offset_store, group_coordinator),
+            transactions=TransactionService.create(
+                config.transaction_config, clock=clock, replica_manager=replica_manager,
+                offset_store=offset_store, offsets_partition_loading=group_coordinator.is_loading,
+            ),
             advertised=config.advertised_listeners,
         )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
@@ -88,12 +99,14 @@ class Broker:
         return broker
 
     def startup(self) -> None:
-        """Load logs, replay metadata, open partitions (synchronous: before serving)."""
+        """Load logs, replay metadata, open partitions (synchronous: before serving). The
+        ``__consumer_offsets`` partitions are only marked as loading here: the daemon loads
+        them in the background once the listeners are open (``offsets_loader``)."""
         self.cluster_id = read_or_create_cluster_id(self.config.log_dirs, self.config.node_id)
         self.log_manager.startup()
         self.replica_manager.startup()
-        # Before the listeners open: no COORDINATOR_LOAD_IN_PROGRESS window.
-        self.offset_store.load(coordinator=self.group_coordinator)
+        self.offsets_loader.schedule()
+        self.transactions.load()  # before serving: no COORDINATOR_LOAD_IN_PROGRESS window
 
     def shutdown(self) -> None:
         self.log_manager.shutdown()

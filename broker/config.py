@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.group.values import GroupConfig
+from broker.transaction.coordinator import TransactionConfig
 from storage.config import LONG_MAX, LogConfig
 from storage.errors import ConfigError
 
@@ -137,6 +138,15 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "group.max.session.timeout.ms": BrokerKey("1800000", _integer(0, INT_MAX)),
     "group.max.size": BrokerKey(str(INT_MAX), _integer(1, INT_MAX)),
     "group.initial.rebalance.delay.ms": BrokerKey("3000", _integer(0, INT_MAX)),
+    "transaction.state.log.num.partitions": BrokerKey("50", _integer(1, INT_MAX)),
+    "transaction.state.log.segment.bytes": BrokerKey("104857600", _integer(1, INT_MAX)),
+    "transaction.max.timeout.ms": BrokerKey("900000", _integer(1, INT_MAX)),
+    "transactional.id.expiration.ms": BrokerKey("604800000", _integer(1, INT_MAX)),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": BrokerKey(
+        "10000", _integer(1, INT_MAX)),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": BrokerKey(
+        "3600000", _integer(1, INT_MAX)),
+    "transaction.partition.verification.enable": BrokerKey("true", _boolean),
     "metrics.port": BrokerKey("0", _integer(0, 65535)),
     # Broker-wide defaults of topic configs (Kafka's ServerLogConfigs -> TopicConfig).
     "message.max.bytes": _log("1048588", "max.message.bytes"),
@@ -197,6 +207,7 @@ class BrokerConfig:
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    transaction_config: TransactionConfig = field(default_factory=TransactionConfig)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
@@ -244,6 +255,7 @@ class BrokerConfig:
             offsets_retention_minutes=_int(values, "offsets.retention.minutes"),
             offsets_retention_check_interval_ms=_int(values, "offsets.retention.check.interval.ms"),
             offset_metadata_max_bytes=_int(values, "offset.metadata.max.bytes"),
+            transaction_config=_transaction_config(values),
         )
 
     @classmethod
@@ -256,6 +268,21 @@ class BrokerConfig:
                 raise ConfigError("--override", override, "expected key=value")
             properties[key.strip()] = value.strip()
         return cls.from_properties(properties)
+
+
+def _transaction_config(values: Mapping[str, object]) -> TransactionConfig:
+    return TransactionConfig(
+        transaction_max_timeout_ms=_int(values, "transaction.max.timeout.ms"),
+        transactional_id_expiration_ms=_int(values, "transactional.id.expiration.ms"),
+        transaction_abort_timed_out_transaction_cleanup_interval_ms=_int(
+            values, "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        transaction_remove_expired_transaction_cleanup_interval_ms=_int(
+            values, "transaction.remove.expired.transaction.cleanup.interval.ms"),
+        transaction_state_log_num_partitions=_int(values, "transaction.state.log.num.partitions"),
+        transaction_state_log_segment_bytes=_int(values, "transaction.state.log.segment.bytes"),
+        transaction_partition_verification_enable=bool(
+            values["transaction.partition.verification.enable"]),
+    )
 
 
 def _int(values: Mapping[str, object], key: str) -> int:

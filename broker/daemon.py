@@ -1,8 +1,10 @@
 """``samsa broker start``: the broker process, in the foreground.
 
 Start-up: validate the config (a bad value stops here), load logs and replay the metadata log
-(synchronous, before the listeners open), bind the listeners, start the scheduled storage work,
-print ``Samsa broker started on HOST:PORT`` (the bound port, also when 0 was asked) to stdout.
+(synchronous, before the listeners open), bind the listeners, start loading
+``__consumer_offsets`` in the background (group requests answer COORDINATOR_LOAD_IN_PROGRESS
+until their partition is loaded), start the scheduled storage work, print ``Samsa broker
+started on HOST:PORT`` (the bound port, also when 0 was asked) to stdout.
 
 Stop (SIGTERM or SIGINT): stop accepting, answer the requests in flight, stop the scheduled
 work, then close every log (flush, checkpoints, clean-shutdown marker); exit code 0.
@@ -41,12 +43,12 @@ async def serve(
     stop = stop or _signal_event(loop)
     broker = Broker.create(config, clock=SYSTEM_CLOCK)
     await loop.run_in_executor(None, broker.startup)
-    broker.group_coordinator.arm_timers()  # the loaded groups' session timers, on this loop
     scheduler = Scheduler(broker)
     broker.storage_executor = scheduler.storage_executor
     server = Server(broker)
     metrics = start_metrics(broker, server, loop)  # None when metrics.port is 0
     bound = await server.start()
+    broker.offsets_loader.start()
     scheduler.start()
     logger.info("node %d serving on %s (%s)", config.node_id,
                 ", ".join(map(str, bound)), loop_name(loop))
@@ -57,6 +59,7 @@ async def serve(
     finally:
         logger.info("shutting down")
         await server.stop()
+        await broker.offsets_loader.stop()
         if metrics is not None:
             await loop.run_in_executor(None, metrics.stop)
         await scheduler.stop()

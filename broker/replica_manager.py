@@ -135,6 +135,10 @@ class ReplicaManager:
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         return {key: partition.high_watermark for key, partition in self.partitions.items()}
 
+    def last_stable_offsets(self) -> dict[tuple[str, int], int]:
+        """What the cleaner may clean up to (Kafka cleans below the first unstable offset)."""
+        return {key: partition.last_stable_offset for key, partition in list(self.partitions.items())}
+
     # -- topic operations ---------------------------------------------------------------------
 
     def create_topic(

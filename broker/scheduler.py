@@ -7,6 +7,11 @@
     purge        min(log.segment.delete.delay.ms, 10 s)     LogManager.purge_deleted
     cleaner      log.cleaner.backoff.ms (if log.cleaner.enable)   Cleaner.clean, dirtiest log first
     offsets      offsets.retention.check.interval.ms        expire committed offsets (on the loop)
+    txn-abort    transaction.abort.timed.out.transaction.cleanup.interval.ms
+                                                             abort timed-out transactions, retry
+                                                             markers (on the loop)
+    txn-expire   transaction.remove.expired.transaction.cleanup.interval.ms
+                                                             expire transactional ids (on the loop)
 
 Storage work goes to one worker thread (so these never overlap each other); the cleaner has
 its own thread, as Kafka's cleaner threads are separate. Offset expiry runs on the event loop
@@ -58,6 +63,13 @@ class Scheduler:
                         executor=self.cleaner_executor)
         self._every("offsets", config.offsets_retention_check_interval_ms,
                     lambda: expire_offsets(self.broker), executor=None, on_loop=True)
+        transactions = self.broker.transactions
+        self._every("txn-abort",
+                    transactions.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                    transactions.abort_timed_out, on_loop=True)
+        self._every("txn-expire",
+                    transactions.config.transaction_remove_expired_transaction_cleanup_interval_ms,
+                    transactions.expire_transactional_ids, on_loop=True)
 
     def _every(
         self, name: str, interval_ms: int, work: Callable[[], Any],
@@ -85,8 +97,9 @@ class Scheduler:
                 logger.exception("scheduled %s failed", name)
 
     def _clean_one(self) -> None:
-        """Clean the dirtiest compacted log, if any (Kafka's cleaner thread, one round)."""
-        self.broker.log_manager.clean_dirtiest_log(self.broker.replica_manager.high_watermarks())
+        """Clean the dirtiest compacted log, if any (Kafka's cleaner thread, one round), below
+        each log's last stable offset (open transactions are not cleaned)."""
+        self.broker.log_manager.clean_dirtiest_log(self.broker.replica_manager.last_stable_offsets())
 
     async def stop(self) -> None:
         for task in self._tasks:

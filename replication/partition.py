@@ -5,7 +5,10 @@ Invariants:
 - on a single node the ISR is this node alone, so every append is fully replicated at once and
   ``append_as_leader`` moves the high watermark to the log end offset. It is kept as its own
   number (not read off the log) so that replication can hold it back until followers catch up;
-- consumers read below the high watermark only (``read`` caps at it).
+- consumers read below the high watermark only (``read`` caps at it); read_committed consumers
+  below the last stable offset, ``min(first offset of the oldest open transaction, high
+  watermark)`` (Kafka's ``UnifiedLog.lastStableOffset``). A marker raises the high watermark
+  like any append, so read_committed fetches waiting on the partition are woken by it.
 
 Waiters are the delayed operations (long-poll fetches) to wake when the high watermark moves:
 opaque callables. ``append_as_leader`` returns the waiters to wake instead of calling them, so
@@ -24,7 +27,9 @@ from protocol.errors import (
     UnknownLeaderEpochError,
 )
 from storage.log import AppendResult, Log
+from storage.producer_state import AppendOrigin, EndMarker
 from storage.segment import FetchSlice
+from storage.transaction_index import AbortedTxn
 
 __all__ = ["HIGH_WATERMARK", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "Partition", "Waiter"]
 
@@ -58,13 +63,40 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions yet: the last stable offset is the high watermark."""
+        first_unstable = self.log.first_unstable_offset
+        if first_unstable is not None and first_unstable < self.high_watermark:
+            return first_unstable
         return self.high_watermark
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview) -> tuple[AppendResult, list[Waiter]]:
-        """Append client batches; returns the result and the waiters to wake."""
-        result = self.log.append_as_leader(records, leader_epoch=self.leader_epoch)
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_verified: bool = False,
+    ) -> tuple[AppendResult, list[Waiter]]:
+        """Append client (or coordinator) batches; returns the result and the waiters to wake."""
+        result = self.log.append_as_leader(
+            records, leader_epoch=self.leader_epoch, origin=origin,
+            transaction_verified=transaction_verified,
+        )
         return result, self.maybe_advance_high_watermark()
+
+    def append_end_marker(
+        self, producer_id: int, producer_epoch: int, marker: EndMarker
+    ) -> tuple[AppendResult, list[Waiter]]:
+        """Write a transaction's COMMIT or ABORT marker; the result and the waiters to wake."""
+        result = self.log.append_end_marker(
+            producer_id, producer_epoch, marker, leader_epoch=self.leader_epoch
+        )
+        return result, self.maybe_advance_high_watermark()
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        return self.log.producer_state.has_ongoing_transaction(producer_id, producer_epoch)
+
+    def aborted_transactions(self, start_offset: int) -> list[AbortedTxn]:
+        """What a read_committed fetch from ``start_offset`` must skip (reads stop at the LSO)."""
+        return self.log.aborted_transactions(start_offset, self.last_stable_offset)
 
     def maybe_advance_high_watermark(self) -> list[Waiter]:
         """Single node: the ISR is this node, so the high watermark is the log end offset."""
@@ -75,9 +107,17 @@ class Partition:
         return self.take_waiters()
 
     def read(
-        self, offset: int, max_bytes: int, *, min_one_message: bool, up_to_high_watermark: bool = True
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one_message: bool,
+        up_to_high_watermark: bool = True,
+        read_committed: bool = False,
     ) -> FetchSlice | None:
         limit = self.high_watermark if up_to_high_watermark else None
+        if read_committed:
+            limit = self.last_stable_offset
         return self.log.read(offset, max_bytes, max_offset=limit, min_one_message=min_one_message)
 
     def delete_records(self, offset: int) -> int:

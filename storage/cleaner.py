@@ -24,7 +24,8 @@ batch's delete horizon has passed. The first cleaning that keeps a tombstone sta
 a delete horizon of ``now + delete.retention.ms`` (KIP-534: attributes bit 6, the horizon stored
 as base_timestamp). A batch keeps its base offset, last offset delta, producer id, epoch and base
 sequence, codec, timestamp type and partition leader epoch; a batch that loses nothing and needs
-no horizon is copied byte for byte. Control batches are copied as they are. Data of aborted
+no horizon is copied byte for byte. Control batches are copied as they are (so every
+``.txnindex`` entry of the group's segments is copied to the new segment's). Data of aborted
 transactions (known from the ABORT markers in the range) is never entered into the map and is
 removed; data of a transaction whose marker is not below the first uncleanable offset is kept
 and not entered into the map (pass the last stable offset as the high watermark, as Kafka does).
@@ -649,6 +650,11 @@ class _GroupCleaner:
         cleaned = self._create_cleaned_segment()
         try:
             self._write(cleaned)
+            # Every marker is kept, so every aborted transaction the old indexes list stays
+            # true (Kafka keeps the entries of the markers it retains).
+            cleaned.txn_index.replace_entries(
+                entry for segment in self.group for entry in segment.txn_index.entries
+            )
             step(CleaningStep.CLEANED_WRITTEN, cleaned)
             if not self.changed:
                 cleaned.delete_files()  # nothing to gain from swapping in an identical copy

@@ -56,6 +56,7 @@ from protocol.records import (
     BatchHeader,
     TimestampType,
     decode_batch,
+    read_batch_header,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -64,13 +65,19 @@ from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError
 from storage.log_producers import LogProducers
+from storage.log_transactions import (
+    collect_aborted_transactions,
+    end_marker_batch,
+    upper_bound_offset,
+)
+from storage.producer_snapshot import delete_snapshot_file, remove_stray_snapshots
 from storage.producer_state import (
     PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
     BatchMetadata,
+    EndMarker,
     ProducerAppend,
     ProducerStateManager,
-    delete_snapshot_file,
-    remove_stray_snapshots,
 )
 from storage.recovery import clean_partition_directory
 from storage.retention import deletable_segments
@@ -85,6 +92,7 @@ from storage.segment import (
     parse_base_offset,
     segment_file_name,
 )
+from storage.transaction_index import AbortedTxn
 from storage.validator import ValidatedBatches, ValidationRules, validate_batches
 
 logger = logging.getLogger("samsa.storage.log")
@@ -181,6 +189,9 @@ class Log:
         self.producers = LogProducers(
             directory, clock, producer_id_expiration_ms=producer_id_expiration_ms
         )
+        # The lowest base offset of a segment recovered while loading: its .txnindex and those
+        # after it are rebuilt by the producer-state replay.
+        self._recovered_from: int | None = None
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -232,7 +243,8 @@ class Log:
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
         self._load_rolling_timestamp(self.active_segment)
         remove_stray_snapshots(self.directory, self._base_offsets)
-        self._rebuild_producer_state(replay=True)
+        self._rebuild_producer_state(replay=True, recovered_from=self._recovered_from)
+        self._recovered_from = None
 
     def _active_next_offset(self) -> int:
         """The LEO from the active segment; an unreadable tail (damage after a clean shutdown)
@@ -274,6 +286,8 @@ class Log:
 
     def _recover_segment(self, segment: LogSegment, why: str) -> int:
         result = segment.recover()
+        if self._recovered_from is None or segment.base_offset < self._recovered_from:
+            self._recovered_from = segment.base_offset
         if result.truncated_bytes:
             logger.warning(
                 "truncated %s at position %d (offset %d): %d invalid bytes removed: %s",
@@ -372,9 +386,19 @@ class Log:
         return TimestampType.CREATE_TIME
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int = 0,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_verified: bool = False,
     ) -> AppendResult:
         """Validate client batches, assign offsets from the LEO, stamp the leader epoch, append.
+
+        ``origin`` COORDINATOR: the group coordinator's batches (validated as a replica's,
+        producer epoch checked but no sequence). ``transaction_verified``: the transaction
+        coordinator has this partition in the producer's transaction (see
+        ``storage.producer_state``).
 
         Zero-copy: each batch is written as a new 16-byte prefix (base offset, batch length,
         leader epoch; none of them under the CRC) followed by the client's bytes after it.
@@ -382,12 +406,14 @@ class Log:
         """
         self.health.check()
         now_ms = self.clock.milliseconds()
-        rules = self._client_rules
+        rules = self._client_rules if origin is AppendOrigin.CLIENT else self._replica_rules
         validated = validate_batches(records, rules, now_ms=now_ms)
-        log_append_time = now_ms if rules.timestamp_type == TimestampType.LOG_APPEND_TIME else -1
+        log_append_time = now_ms if self._client_rules.timestamp_type == TimestampType.LOG_APPEND_TIME else -1
         producers = None
         if _has_producer_id(validated.headers):
-            producers = self._check_producers(validated, log_append_time)
+            producers = self._check_producers(
+                validated, log_append_time, origin, transaction_verified
+            )
             if producers.duplicate is not None:
                 return self._duplicate_result(producers.duplicate, log_append_time)
         if log_append_time >= 0:
@@ -405,11 +431,34 @@ class Log:
             next_offset += header.last_offset_delta + 1
         return self._append(parts, len(view), validated, base_offsets, -1, producers)
 
-    def _check_producers(self, validated: ValidatedBatches, log_append_time: int) -> ProducerAppend:
+    def _check_producers(
+        self,
+        validated: ValidatedBatches,
+        log_append_time: int,
+        origin: AppendOrigin,
+        transaction_verified: bool,
+    ) -> ProducerAppend:
         self._maybe_expire_producers()
         return self.producer_state.check_client_append(
-            validated.headers, self.log_end_offset, log_append_time=log_append_time
+            validated.headers, self.log_end_offset, log_append_time=log_append_time,
+            origin=origin, transaction_verified=transaction_verified,
         )
+
+    def append_end_marker(
+        self, producer_id: int, producer_epoch: int, marker: EndMarker, *, leader_epoch: int = 0
+    ) -> AppendResult:
+        """Write the COMMIT or ABORT marker of the producer's transaction (the coordinator's
+        WriteTxnMarkers); raises INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED."""
+        self.health.check()
+        now_ms, offset = self.clock.milliseconds(), self.log_end_offset
+        data = end_marker_batch(
+            producer_id, producer_epoch, marker, base_offset=offset, timestamp=now_ms,
+            leader_epoch=leader_epoch,
+        )
+        header = read_batch_header(data)
+        producers = self.producer_state.check_marker(header, marker, offset, timestamp=now_ms)
+        validated = ValidatedBatches([0], [header])
+        return self._append([data], len(data), validated, [offset], -1, producers)
 
     def _duplicate_result(self, duplicate: BatchMetadata, log_append_time: int) -> AppendResult:
         """A retried batch: the original append's offsets, nothing written.
@@ -498,6 +547,8 @@ class Log:
         self.log_end_offset = last_offset + 1
         if producers is not None:
             self.producer_state.apply(producers)
+            if producers.completed:
+                self._guard(lambda: self.producers.index_aborted(self.active_segment, producers.completed))
         return AppendResult(
             base_offsets[0],
             last_offset,
@@ -568,13 +619,31 @@ class Log:
     def _take_producer_snapshot(self, offset: int) -> None:
         self.producers.take_snapshot(offset)
 
-    def _rebuild_producer_state(self, *, replay: bool) -> None:
+    def _rebuild_producer_state(self, *, replay: bool, recovered_from: int | None = None) -> None:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState`` (see ``LogProducers``)."""
         self._guard(
             lambda: self.producers.rebuild(
-                self._segments, self.log_start_offset, self.log_end_offset, replay=replay
+                self._segments, self.log_start_offset, self.log_end_offset, replay=replay,
+                recovered_from=recovered_from,
             )
         )
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, at least the log start offset
+        (Kafka's ``maybeIncrementFirstUnstableOffset``); None when no transaction is open."""
+        first = self.producer_state.first_unstable_offset
+        return None if first is None else max(first, self.log_start_offset)
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch from ``start_offset`` must know,
+        for a read ending below ``upper_bound`` (see ``storage.log_transactions``)."""
+        with self._lock:
+            segments, log_end_offset = list(self._segments), self.log_end_offset
+        upper = min(upper_bound, upper_bound_offset(segments, start_offset, log_end_offset))
+        return self._guard(lambda: collect_aborted_transactions(segments, start_offset, upper))
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
-"""A log's idempotent-producer state and its snapshot files (the I/O side of Kafka's
+"""A log's producer state and its snapshot files (the I/O side of Kafka's
 ``ProducerStateManager``; the state itself is ``storage.producer_state.ProducerStateManager``).
 
 Snapshots (``<offset>.snapshot`` in the partition directory) are written when a segment rolls,
 on a clean close and after recovery or truncation, and only at an offset above the newest one
 written or loaded (Kafka's ``lastSnapOffset``). A rebuild keeps the snapshots inside
 (log start offset, log end offset], loads the newest one that reads back whole (corrupt ones are
-deleted) and replays the batch headers after it — no record is decoded.
+deleted) and replays the batch headers after it — no record is decoded but a marker's. A
+rebuild after recovery also refills the ``.txnindex`` of every recovered segment from the ABORT
+markers it replays (Kafka rebuilds it in ``LogSegment.recover`` the same way).
 
 Owned by the ``Log`` and its owner task, like the log's appends.
 """
@@ -17,19 +19,27 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from protocol.errors import InvalidRecordError
+from protocol.records import BatchHeader, ControlRecordType, decode_batch, decode_control_record
 from storage.clock import Clock
-from storage.producer_state import (
-    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
-    PRODUCER_ID_EXPIRATION_MS,
+from storage.producer_snapshot import (
     CorruptSnapshotError,
-    ProducerStateManager,
     delete_snapshot_file,
+    encode_snapshot,
     list_snapshot_offsets,
     read_snapshot_file,
     snapshot_path,
     write_snapshot_file,
 )
+from storage.producer_state import (
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    PRODUCER_ID_EXPIRATION_MS,
+    CompletedTxn,
+    EndMarker,
+    ProducerStateManager,
+)
 from storage.segment import LogSegment
+from storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger("samsa.storage.log")
 
@@ -63,7 +73,7 @@ class LogProducers:
         """Kafka's ``takeSnapshot``: the state below ``offset``, unless no newer than the last."""
         if offset <= self.snapshot_offset:
             return
-        write_snapshot_file(self.directory, offset, self.state.snapshot_bytes())
+        write_snapshot_file(self.directory, offset, encode_snapshot(self.state.producers.values()))
         self.snapshot_offset = offset
 
     def reset(self, offset: int) -> None:
@@ -80,16 +90,27 @@ class LogProducers:
         log_end_offset: int,
         *,
         replay: bool,
+        recovered_from: int | None = None,
     ) -> None:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
         (log start, LEO], load the newest readable one, replay the batch headers after it (unless
-        ``replay`` is False: a truncation of a log no producer uses) and snapshot the LEO."""
+        ``replay`` is False: a truncation of a log no producer uses) and snapshot the LEO.
+
+        ``recovered_from``: the base offset of the first segment recovery rebuilt. Snapshots
+        above it go too (Kafka's ``recoverSegment``), so the replay passes through every
+        recovered segment and refills its ``.txnindex`` from its ABORT markers."""
+        upper = log_end_offset if recovered_from is None else min(log_end_offset, recovered_from)
         for offset in list_snapshot_offsets(self.directory):
-            if offset > log_end_offset or offset <= log_start_offset:
+            if offset > upper or offset <= log_start_offset:
                 delete_snapshot_file(self.directory, offset)
+        if recovered_from is not None:
+            self.snapshot_offset = 0  # snapshots of the segments replayed are written again
+            for segment in segments:  # the replay refills them all, the recovered ones and later
+                if segment.base_offset >= recovered_from:
+                    segment.txn_index.reset()
         start = self._load_newest_snapshot(log_start_offset)
-        if replay and start < log_end_offset:
-            self._replay_batches(segments, start)
+        if (replay or recovered_from is not None) and start < log_end_offset:
+            self._replay_batches(segments, start, recovered_from)
         self.take_snapshot(log_end_offset)
 
     def _load_newest_snapshot(self, log_start_offset: int) -> int:
@@ -111,11 +132,15 @@ class LogProducers:
         self.snapshot_offset = log_start_offset
         return log_start_offset
 
-    def _replay_batches(self, segments: Sequence[LogSegment], start: int) -> None:
-        """Apply the header of every batch from ``start`` to the end (no record is decoded).
+    def _replay_batches(
+        self, segments: Sequence[LogSegment], start: int, recovered_from: int | None
+    ) -> None:
+        """Apply the header of every batch from ``start`` to the end (records are decoded only
+        for control batches: what their marker says).
 
         As Kafka, a snapshot is written on the way at the base of each of the last two segments,
-        so that a later truncation replays from there rather than from further back.
+        so that a later truncation replays from there rather than from further back. Segments
+        from ``recovered_from`` on get the aborted transactions of their markers indexed.
         """
         snapshot_bases = {segment.base_offset for segment in segments[-2:]}
         bases = [segment.base_offset for segment in segments]
@@ -126,6 +151,34 @@ class LogProducers:
                 self.take_snapshot(segment.base_offset)
             elif segment.base_offset < start:
                 position = segment.offset_index.lookup(start)[1]
-            for _, header in segment.scan_headers(position):
+            index = recovered_from is not None and segment.base_offset >= recovered_from
+            for batch_position, header in segment.scan_headers(position):
                 if header.last_offset >= start:
-                    self.state.replay(header)
+                    marker = read_marker(segment, batch_position, header)
+                    completed = self.state.replay(header, marker)
+                    if index:
+                        self.index_aborted(segment, completed)
+
+    def index_aborted(self, segment: LogSegment, completed: Sequence[CompletedTxn]) -> None:
+        """Add the aborted ones of ``completed`` to ``segment``'s ``.txnindex`` (call after the
+        state took the marker in: the LSO recorded is the one after it)."""
+        for txn in completed:
+            if txn.is_aborted:
+                last_stable_offset = self.state.last_stable_offset(txn)
+                segment.txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset)
+                )
+
+
+def read_marker(segment: LogSegment, position: int, header: BatchHeader) -> EndMarker | None:
+    """What a control batch's end-transaction record says; None for a data batch, an emptied
+    control batch or another control type (KRaft's)."""
+    if not header.is_control or header.producer_id < 0 or header.records_count == 0:
+        return None
+    batch = decode_batch(segment.read_batch_bytes(position, header), verify_crc=False)
+    record = batch.records[0]
+    try:
+        record_type, coordinator_epoch = decode_control_record(record)
+    except InvalidRecordError:
+        return None
+    return EndMarker(record_type is ControlRecordType.ABORT, coordinator_epoch)

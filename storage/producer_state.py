@@ -1,10 +1,11 @@
-"""Idempotent-producer state of one partition (Kafka's ``ProducerStateManager``) and its snapshots.
+"""Idempotent and transactional producer state of one partition (Kafka's ``ProducerStateManager``).
 
 Per producer id the manager keeps the epoch and the metadata of the producer's last
 ``NUM_BATCHES_TO_RETAIN`` (5) batches: last sequence, last offset, offset delta (so first
 sequence and first offset follow) and max timestamp, as Kafka's ``ProducerStateEntry``.
 
-Checks of a client's batch (Kafka 4's ``ProducerAppendInfo``, origin CLIENT):
+Checks of a client's batch (Kafka 4's ``ProducerAppendInfo`` and ``UnifiedLog.
+analyzeAndValidateProducerState``, origin CLIENT):
 
 - duplicate: same epoch and the same first *and* last sequence as one of the 5 retained batches
   → the original batch's metadata is returned and nothing is appended (Kafka answers such a
@@ -17,76 +18,56 @@ Checks of a client's batch (Kafka 4's ``ProducerAppendInfo``, origin CLIENT):
 - unknown producer (never seen, expired, or its state lost with its snapshots): any epoch and
   any sequence is accepted. Since KIP-360 (Kafka 2.5) the broker never answers
   UNKNOWN_PRODUCER_ID for this; the producer's state simply starts again;
-- a transactional batch → INVALID_TXN_STATE: there is no transaction coordinator, so no
-  transaction can have been verified (what Kafka 4 answers in the same case).
+- a transactional batch needs an ongoing transaction of the producer at the batch's epoch in
+  this partition, or else the caller's word that the transaction coordinator has this
+  partition in the producer's transaction (``transaction_verified``, KIP-890 part 1) → else
+  INVALID_TXN_STATE; a non-transactional batch while the producer's transaction is open →
+  INVALID_TXN_STATE.
 
-Replicated and replayed batches (origin REPLICATION) are not checked; control batches end a
-transaction and may bump the epoch. Only batch headers are read: a control batch's
-coordinator epoch (inside its record) is not, so it stays -1 here.
+Origin COORDINATOR (the group coordinator's transactional offset commits) checks the epoch
+only: such batches carry no sequence. End-transaction markers (``check_marker``) check the
+epoch and the coordinator epoch (TRANSACTION_COORDINATOR_FENCED for an older one), end the
+producer's transaction and report it as a ``CompletedTxn`` when it had data here. Replicated
+and replayed batches (origin REPLICATION) are not checked.
+
+Transactions (Kafka's ``ongoingTxns``): ``ongoing`` maps each producer with an open
+transaction to the transaction's first offset; ``first_unstable_offset`` is the smallest of
+them (None: no open transaction), and the partition's last stable offset is
+min(first_unstable_offset, high watermark). On one node a marker is replicated as soon as it is
+written, so Kafka's "unreplicated" completed transactions never hold the LSO back here.
 
 Producers expire ``producer.id.expiration.ms`` (Kafka 4: 86400000) after their last batch's
 max timestamp, unless they have a transaction open.
 
-Snapshot file ``<20-digit offset>.snapshot`` (Kafka's ``ProducerSnapshot`` v1, byte for byte):
-the state after every offset below ``offset``. Big-endian::
-
-    int16  version = 1
-    uint32 crc              CRC-32C of every byte after this field
-    int32  entry count
-    entry * count, 46 bytes each:
-        int64 producer_id, int16 epoch, int32 last_sequence, int64 last_offset,
-        int32 offset_delta, int64 timestamp, int32 coordinator_epoch,
-        int64 current_txn_first_offset
-    (last_sequence -1, last_offset -1, offset_delta 0 for a producer with no batch; Samsa
-    writes entries sorted by producer id, Kafka in hash-map order; readers take any order)
-
-Only the last batch of each producer survives a snapshot (as in Kafka), so after a restart
-duplicates are detected against that one batch until the producer appends again.
-
-``ProducerStateManager`` does no I/O; the functions at the end read and write snapshot files
-(temp + fsync + rename). The state is owned by the ``Log`` holding it (the broker's event loop).
+``ProducerStateManager`` does no I/O; its snapshot files are ``storage.producer_snapshot``'s.
+The state is owned by the ``Log`` holding it (the broker's event loop).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
-import os
-import struct
 from collections import deque
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
-
-import crc32c
 
 from protocol.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
 )
 from protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader
-from storage.checkpoint import fsync_directory
-from storage.errors import StorageError
 
 logger = logging.getLogger("samsa.storage.producer_state")
 
 NUM_BATCHES_TO_RETAIN = 5
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms, Kafka 4's default
 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
-SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
 NO_COORDINATOR_EPOCH = -1
 NO_TXN_OFFSET = -1
 
 _INT32_MAX = 2**31 - 1
-_SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, entry count
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
-_CRC_START = 6  # the CRC covers everything after version and crc
-
-
-class CorruptSnapshotError(StorageError):
-    """A producer snapshot file fails its version, length or CRC check (Kafka's
-    ``CorruptSnapshotException``); the log drops it and falls back to an older one."""
 
 
 class BatchMetadata(NamedTuple):
@@ -193,11 +174,38 @@ class ProducerStateEntry:
         self.last_timestamp = pending.last_timestamp
 
 
+class AppendOrigin(enum.Enum):
+    """Who wrote a batch, which decides what is checked (Kafka's ``AppendOrigin``)."""
+
+    CLIENT = "client"  # epoch, sequence, transaction
+    COORDINATOR = "coordinator"  # epoch and transaction only (transactional offset commits)
+    REPLICATION = "replication"  # nothing: replicated, or replayed from the log
+
+
+class EndMarker(NamedTuple):
+    """What an end-transaction marker's record says (the control batch's single record)."""
+
+    is_abort: bool
+    coordinator_epoch: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended (Kafka's ``CompletedTxn``): its first offset here and the
+    marker's offset; an aborted one goes into the segment's ``.txnindex``."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 class ProducerAppend(NamedTuple):
-    """The outcome of checking one append: a duplicate, or the entries to apply after writing."""
+    """The outcome of checking one append: a duplicate, or the entries to apply after writing
+    (and the transactions its markers end)."""
 
     entries: dict[int, ProducerStateEntry]
     duplicate: BatchMetadata | None = None
+    completed: tuple[CompletedTxn, ...] = ()
 
 
 class ProducerStateManager:
@@ -206,6 +214,8 @@ class ProducerStateManager:
     def __init__(self, *, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.first_unstable_offset: int | None = None  # min(ongoing.values()); None if none
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -215,13 +225,21 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers.clear()
+        self._set_ongoing({})
 
     # -- appends ------------------------------------------------------------------------------
 
     def check_client_append(
-        self, headers: Sequence[BatchHeader], first_offset: int, *, log_append_time: int = -1
+        self,
+        headers: Sequence[BatchHeader],
+        first_offset: int,
+        *,
+        log_append_time: int = -1,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_verified: bool = False,
     ) -> ProducerAppend:
-        """Check a client's batches, which will get offsets from ``first_offset`` on.
+        """Check a client's (or the coordinator's) batches, which will get offsets from
+        ``first_offset`` on.
 
         Returns the first duplicate batch found (then nothing may be appended), or the updated
         entries for ``apply``. Raises the Kafka error of the first batch that fails.
@@ -232,45 +250,98 @@ class ProducerStateManager:
             if header.producer_id >= 0:
                 current = self.producers.get(header.producer_id)
                 duplicate = None if current is None else current.find_duplicate(header)
-                if duplicate is not None:
+                if duplicate is not None and origin is AppendOrigin.CLIENT:
                     return ProducerAppend({}, duplicate)
-                if header.is_transactional:
-                    raise InvalidTxnStateError(
-                        f"transactional batch from producer {header.producer_id}: transactions "
-                        "are not supported, so no transaction is ongoing"
-                    )
                 updated = _pending_entry(pending, current, header.producer_id)
+                _check_transaction(updated, header, transaction_verified)
                 _check_epoch(updated, header, base_offset)
-                _check_sequence(current, updated, header, base_offset)
-                _add_data_batch(updated, header, base_offset, log_append_time)
+                if origin is AppendOrigin.CLIENT:
+                    _check_sequence(current, updated, header, base_offset)
+                _add_data_batch(updated, header, base_offset, log_append_time, strict=True)
             base_offset += header.last_offset_delta + 1
         return ProducerAppend(pending)
 
-    def prepare_replica_append(self, headers: Iterable[BatchHeader]) -> ProducerAppend:
-        """Batches that already carry offsets (replication, log replay): nothing is checked."""
+    def check_marker(
+        self, header: BatchHeader, marker: EndMarker, offset: int, *, timestamp: int
+    ) -> ProducerAppend:
+        """Check an end-transaction marker the coordinator writes at ``offset`` (Kafka's
+        ``appendEndTxnMarker``): the epoch, then the coordinator epoch."""
+        current = self.producers.get(header.producer_id)
+        updated = (current or ProducerStateEntry(header.producer_id)).pending_copy()
+        _check_epoch(updated, header, offset)
+        if updated.coordinator_epoch > marker.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker of producer {header.producer_id} at offset {offset} has coordinator "
+                f"epoch {marker.coordinator_epoch}, older than {updated.coordinator_epoch}"
+            )
+        completed = _end_transaction(updated, header.producer_epoch, marker, offset, timestamp)
+        return ProducerAppend({header.producer_id: updated}, completed=completed)
+
+    def prepare_replica_append(
+        self, headers: Iterable[BatchHeader], markers: Mapping[int, EndMarker] | None = None
+    ) -> ProducerAppend:
+        """Batches that already carry offsets (replication, log replay): nothing is checked.
+        ``markers`` holds what the control batches say, by base offset (a control batch
+        missing there ends its producer's transaction without reporting it)."""
         pending: dict[int, ProducerStateEntry] = {}
+        completed: list[CompletedTxn] = []
         for header in headers:
             if header.producer_id >= 0:
                 current = self.producers.get(header.producer_id)
                 updated = _pending_entry(pending, current, header.producer_id)
                 if header.is_control:
-                    _add_control_batch(updated, header)
+                    marker = None if markers is None else markers.get(header.base_offset)
+                    completed += _add_control_batch(updated, header, marker)
                 else:
-                    _add_data_batch(updated, header, header.base_offset, -1)
-        return ProducerAppend(pending)
+                    _add_data_batch(updated, header, header.base_offset, -1, strict=False)
+        return ProducerAppend(pending, completed=tuple(completed))
 
     def apply(self, append: ProducerAppend) -> None:
+        ongoing_changed = False
         for producer_id, pending in append.entries.items():
             current = self.producers.get(producer_id)
             if current is None:
-                self.producers[producer_id] = pending
+                self.producers[producer_id] = current = pending
             else:
                 current.update(pending)
+            first = current.current_txn_first_offset
+            if first != NO_TXN_OFFSET:
+                ongoing_changed |= self.ongoing.get(producer_id) != first
+                self.ongoing[producer_id] = first
+            elif self.ongoing.pop(producer_id, None) is not None:
+                ongoing_changed = True
+        if ongoing_changed:
+            self._set_ongoing(self.ongoing)
 
-    def replay(self, header: BatchHeader) -> None:
-        """Rebuild: apply one batch read back from the log."""
-        if header.producer_id >= 0:
-            self.apply(self.prepare_replica_append((header,)))
+    def replay(self, header: BatchHeader, marker: EndMarker | None = None) -> tuple[CompletedTxn, ...]:
+        """Rebuild: apply one batch read back from the log; the transaction it ended, if any."""
+        if header.producer_id < 0:
+            return ()
+        markers = None if marker is None else {header.base_offset: marker}
+        append = self.prepare_replica_append((header,), markers)
+        self.apply(append)
+        return append.completed
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def _set_ongoing(self, ongoing: dict[int, int]) -> None:
+        self.ongoing = ongoing
+        self.first_unstable_offset = min(ongoing.values(), default=None)
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return (
+            entry is not None
+            and entry.current_txn_first_offset != NO_TXN_OFFSET
+            and entry.producer_epoch == producer_epoch
+        )
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is over (Kafka's ``lastStableOffset(CompletedTxn)``): the
+        first offset of the oldest open transaction of another producer, else the offset after
+        the marker. Call after ``apply``."""
+        others = (first for pid, first in self.ongoing.items() if pid != completed.producer_id)
+        return min(others, default=completed.last_offset + 1)
 
     # -- expiry and snapshots -----------------------------------------------------------------
 
@@ -292,9 +363,11 @@ class ProducerStateManager:
         self.producers = {
             entry.producer_id: entry for entry in entries if not self.is_expired(entry, now_ms)
         }
-
-    def snapshot_bytes(self) -> bytes:
-        return encode_snapshot(self.producers.values())
+        self._set_ongoing({
+            pid: entry.current_txn_first_offset
+            for pid, entry in self.producers.items()
+            if entry.current_txn_first_offset != NO_TXN_OFFSET
+        })
 
 
 def _pending_entry(
@@ -343,24 +416,75 @@ def _check_sequence(
         )
 
 
+def _check_transaction(updated: ProducerStateEntry, header: BatchHeader, verified: bool) -> None:
+    """A transactional batch needs an open transaction at its epoch or a verified one (Kafka's
+    ``hasOngoingTransaction || !batchMissingRequiredVerification``)."""
+    if not header.is_transactional or verified:
+        return
+    if updated.current_txn_first_offset == NO_TXN_OFFSET or (
+        updated.producer_epoch != header.producer_epoch
+    ):
+        raise InvalidTxnStateError(
+            f"transactional batch of producer {header.producer_id} (epoch "
+            f"{header.producer_epoch}) was not part of an ongoing transaction"
+        )
+
+
 def _add_data_batch(
-    updated: ProducerStateEntry, header: BatchHeader, base_offset: int, log_append_time: int
+    updated: ProducerStateEntry,
+    header: BatchHeader,
+    base_offset: int,
+    log_append_time: int,
+    *,
+    strict: bool,
 ) -> None:
+    """Kafka's ``appendDataBatch``; ``strict`` (not for replicas): no plain batch inside an open
+    transaction."""
     delta = header.last_offset_delta
     timestamp = log_append_time if log_append_time >= 0 else header.max_timestamp
     metadata = BatchMetadata(header.last_sequence, base_offset + delta, delta, timestamp)
+    if strict and not header.is_transactional and (
+        updated.current_txn_first_offset != NO_TXN_OFFSET
+    ):
+        raise InvalidTxnStateError(
+            f"expected a transactional batch from producer {header.producer_id} at offset "
+            f"{base_offset}: its transaction is open"
+        )
     updated.add_batch(header.producer_epoch, metadata)
     if header.is_transactional and updated.current_txn_first_offset == NO_TXN_OFFSET:
         updated.current_txn_first_offset = base_offset
 
 
-def _add_control_batch(updated: ProducerStateEntry, header: BatchHeader) -> None:
-    """An end-transaction marker (Kafka's ``appendEndTxnMarker``); an emptied one is ignored."""
+def _add_control_batch(
+    updated: ProducerStateEntry, header: BatchHeader, marker: EndMarker | None
+) -> tuple[CompletedTxn, ...]:
+    """An end-transaction marker read back (Kafka's ``appendEndTxnMarker``, not checked); an
+    emptied one (its record cleaned away) is ignored."""
     if header.records_count == 0:
-        return
-    updated.update_epoch(header.producer_epoch)
+        return ()
+    if marker is None:  # what the record says is unknown: end the transaction, report nothing
+        marker = EndMarker(is_abort=False, coordinator_epoch=updated.coordinator_epoch)
+        _end_transaction(updated, header.producer_epoch, marker, header.base_offset, header.max_timestamp)
+        return ()
+    return _end_transaction(
+        updated, header.producer_epoch, marker, header.base_offset, header.max_timestamp
+    )
+
+
+def _end_transaction(
+    updated: ProducerStateEntry, epoch: int, marker: EndMarker, offset: int, timestamp: int
+) -> tuple[CompletedTxn, ...]:
+    """Close the producer's transaction at the marker's ``offset``; the completed transaction
+    when it had data in this partition (a marker alone changes no LSO and no index)."""
+    first = updated.current_txn_first_offset
+    completed: tuple[CompletedTxn, ...] = ()
+    if first != NO_TXN_OFFSET:
+        completed = (CompletedTxn(updated.producer_id, first, offset, marker.is_abort),)
+    updated.update_epoch(epoch)
+    updated.coordinator_epoch = marker.coordinator_epoch
     updated.current_txn_first_offset = NO_TXN_OFFSET
-    updated.last_timestamp = header.max_timestamp
+    updated.last_timestamp = timestamp
+    return completed
 
 
 def in_sequence(last_sequence: int, next_sequence: int) -> bool:
@@ -372,121 +496,3 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
     if sequence < decrement:
         return _INT32_MAX - (decrement - sequence) + 1
     return sequence - decrement
-
-
-# -- the snapshot format ----------------------------------------------------------------------
-
-
-def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
-    """Kafka's ``ProducerSnapshot`` v1 bytes (see the module docstring), sorted by producer id."""
-    ordered = sorted(entries, key=lambda entry: entry.producer_id)
-    buffer = bytearray(_SNAPSHOT_HEADER.size + _SNAPSHOT_ENTRY.size * len(ordered))
-    position = _SNAPSHOT_HEADER.size
-    for entry in ordered:
-        _SNAPSHOT_ENTRY.pack_into(
-            buffer, position, entry.producer_id, entry.producer_epoch, entry.last_sequence,
-            entry.last_offset, entry.last_offset_delta, entry.last_timestamp,
-            entry.coordinator_epoch, entry.current_txn_first_offset,
-        )
-        position += _SNAPSHOT_ENTRY.size
-    _SNAPSHOT_HEADER.pack_into(buffer, 0, SNAPSHOT_VERSION, 0, len(ordered))
-    crc = crc32c.crc32c(memoryview(buffer)[_CRC_START:])
-    struct.pack_into(">I", buffer, 2, crc)
-    return bytes(buffer)
-
-
-def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
-    """Entries of a snapshot; CorruptSnapshotError for a bad version, length or CRC.
-
-    As Kafka's reader, bytes after the last entry are allowed (the CRC covers them too).
-    """
-    if len(data) < _SNAPSHOT_HEADER.size:
-        raise CorruptSnapshotError(f"{len(data)} bytes are too few for a snapshot header")
-    version, crc, count = _SNAPSHOT_HEADER.unpack_from(data)
-    if version != SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(f"unknown snapshot version {version}")
-    if count < 0 or _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size > len(data):
-        raise CorruptSnapshotError(f"{count} entries do not fit in {len(data)} bytes")
-    computed = crc32c.crc32c(data[_CRC_START:])
-    if computed != crc:
-        raise CorruptSnapshotError(f"stored CRC {crc} does not match computed CRC {computed}")
-    return [
-        _entry_from_fields(*fields)
-        for fields in _SNAPSHOT_ENTRY.iter_unpack(
-            data[_SNAPSHOT_HEADER.size : _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size]
-        )
-    ]
-
-
-def _entry_from_fields(
-    producer_id: int, epoch: int, last_sequence: int, last_offset: int, offset_delta: int,
-    timestamp: int, coordinator_epoch: int, current_txn_first_offset: int,
-) -> ProducerStateEntry:
-    batches = []
-    if last_offset >= 0:
-        batches.append(BatchMetadata(last_sequence, last_offset, offset_delta, timestamp))
-    return ProducerStateEntry(
-        producer_id,
-        producer_epoch=epoch,
-        coordinator_epoch=coordinator_epoch,
-        last_timestamp=timestamp,
-        current_txn_first_offset=max(current_txn_first_offset, NO_TXN_OFFSET),
-        batches=batches,
-    )
-
-
-# -- snapshot files ---------------------------------------------------------------------------
-
-
-def snapshot_file_name(offset: int) -> str:
-    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-def snapshot_path(directory: Path, offset: int) -> Path:
-    return directory / snapshot_file_name(offset)
-
-
-def list_snapshot_offsets(directory: Path) -> list[int]:
-    """Offsets of the ``<offset>.snapshot`` files in ``directory``, ascending."""
-    offsets = []
-    for name in os.listdir(directory):
-        stem = name[: -len(SNAPSHOT_SUFFIX)]
-        if name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit() and len(stem) == 20:
-            offsets.append(int(stem))
-    return sorted(offsets)
-
-
-def write_snapshot_file(directory: Path, offset: int, data: bytes) -> Path:
-    """Replace ``<offset>.snapshot`` with ``data``: temp file, fsync, rename, directory fsync."""
-    path = snapshot_path(directory, offset)
-    temp = path.with_name(path.name + ".tmp")
-    with open(temp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
-    fsync_directory(directory)
-    return path
-
-
-def read_snapshot_file(path: Path) -> list[ProducerStateEntry]:
-    return decode_snapshot(path.read_bytes())
-
-
-def delete_snapshot_file(directory: Path, offset: int) -> None:
-    snapshot_path(directory, offset).unlink(missing_ok=True)
-
-
-def remove_stray_snapshots(directory: Path, segment_base_offsets: Sequence[int]) -> None:
-    """Kafka's ``removeStraySnapshots``: delete snapshots that match no segment's base offset,
-    except the newest one if it lies at or after the last segment's base (a clean close wrote it).
-    """
-    bases = set(segment_base_offsets)
-    strays = [offset for offset in list_snapshot_offsets(directory) if offset not in bases]
-    keep = None
-    if strays and (not bases or strays[-1] >= max(bases)):
-        keep = strays[-1]
-    for offset in strays:
-        if offset != keep:
-            logger.info("deleting stray producer snapshot %s", snapshot_path(directory, offset))
-            delete_snapshot_file(directory, offset)

@@ -9,7 +9,8 @@ Kafka's rules (``LogLoader.removeTempFilesAndCollectSwapFiles``), applied before
   the swap step for all of its files, so the originals are still whole).
 - ``<base>.log.swap``: a cleaning that reached the swap step; it is completed: every regular
   segment file in the swap segment's offset range is removed and the swap file takes the regular
-  name. Its indexes are rebuilt by the caller (``recover``), so index ``.swap`` files are dropped.
+  name. Its indexes are rebuilt by the caller (``recover``), so index ``.swap`` files are dropped
+  (the ``.txnindex`` too: the log rebuilds it from the markers while replaying producer state).
 
 The cleaner (``storage.cleaner``) writes ``.cleaned`` files, fsyncs them, renames them to
 ``.swap``, renames the old segments to ``.deleted``, then renames the ``.log.swap`` file last: a
@@ -34,6 +35,7 @@ from storage.segment import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
 )
+from storage.transaction_index import TXN_INDEX_SUFFIX
 
 TEMP_SUFFIX = ".tmp"
 
@@ -76,7 +78,7 @@ def clean_partition_directory(directory: Path) -> DirectoryCleanup:
 def _remove_orphaned_indexes(directory: Path, outcome: DirectoryCleanup) -> None:
     """Index files whose ``.log`` is gone (a crash while a segment was being renamed)."""
     logs = {path.name[: -len(LOG_SUFFIX)] for path in directory.glob(f"*{LOG_SUFFIX}")}
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         for path in directory.glob(f"*{suffix}"):
             if path.name[: -len(suffix)] not in logs:
                 _remove(path, outcome)
@@ -93,7 +95,7 @@ def _complete_swap(directory: Path, swap_log: Path, base: int) -> None:
             path.unlink()
     final = directory / swap_log.name[: -len(SWAP_SUFFIX)]
     os.replace(swap_log, final)
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         (directory / (final.name[: -len(LOG_SUFFIX)] + suffix)).unlink(missing_ok=True)
     logger.info("completed interrupted segment swap: %s", final)
 

@@ -8,6 +8,9 @@ Files (named by the 20-digit zero-padded base offset, Kafka's layout byte for by
   offset of the append and the position where the append *starts*, as Kafka's ``LogSegment``.
 - ``.timeindex``: (int64 max timestamp so far, int32 relative offset of the batch holding it),
   written alongside the offset index entries.
+- ``.txnindex``: the transactions aborted by a marker in this segment (``storage.transaction_index``),
+  created at the first one; appended by the log, truncated with the segment, reset by ``recover``
+  (the log rebuilds it while it replays the producer state).
 
 Invariants: ``size`` is the length of valid data in ``.log``; batches start at position 0 and
 follow each other without gaps; base offsets strictly increase. Every offset in the segment is
@@ -39,11 +42,12 @@ from protocol.records import (
 from storage.clock import Clock
 from storage.errors import CorruptIndexError
 from storage.index import OffsetIndex, TimeIndex
+from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 # Suffixes of interrupted operations (see storage.recovery for how start-up resolves them).
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -132,6 +136,9 @@ class LogSegment:
         )
         self.time_index = TimeIndex(
             self._path(TIME_INDEX_SUFFIX), base_offset, max_index_size=max_index_size, writable=writable
+        )
+        self.txn_index = TransactionIndex(
+            self._path(TXN_INDEX_SUFFIX), base_offset, writable=writable
         )
         self.created_ms = clock.milliseconds()
         self.bytes_since_last_index_entry = 0
@@ -351,6 +358,7 @@ class LogSegment:
         """
         self.offset_index.truncate()
         self.time_index.truncate()
+        self.txn_index.reset()
         self.resize_indexes(self.max_index_size)
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = -1, self.base_offset
         self.rolling_based_timestamp = None
@@ -412,6 +420,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.resize_indexes(self.max_index_size)
         if found is None:
             return 0
@@ -437,6 +446,7 @@ class LogSegment:
         """Raises CorruptIndexError when an index cannot be trusted (the caller rebuilds)."""
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
+        self.txn_index.sanity_check()
         if self.offset_index.entries and self.offset_index.entry(self.offset_index.entries - 1)[
             1
         ] > self.size:
@@ -452,6 +462,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.closed:
@@ -471,6 +482,7 @@ class LogSegment:
         self.file_suffix = new_suffix
         self.offset_index.rename_to(self._path(INDEX_SUFFIX))
         self.time_index.rename_to(self._path(TIME_INDEX_SUFFIX))
+        self.txn_index.rename_to(self._path(TXN_INDEX_SUFFIX))
         self.log_path = self._path(LOG_SUFFIX)
         os.replace(old_log_path, self.log_path)
 
@@ -495,6 +507,7 @@ class LogSegment:
                 continue
             self._deleted_files.append((target, inode))
         self.log_path = Path(f"{self.log_path}{DELETED_SUFFIX}")
+        self.txn_index.path = Path(f"{self.txn_index.path}{DELETED_SUFFIX}")
 
     def delete_files(self) -> None:
         """Close and unlink the files (those renamed by ``mark_deleted``, or the regular ones)."""

@@ -131,6 +131,13 @@ API_MODULES = (
     "list_groups",
     "describe_groups",
     "delete_groups",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "txn_offset_commit",
+    "write_txn_markers",
+    "describe_transactions",
+    "list_transactions",
 )
 
 

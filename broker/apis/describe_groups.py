@@ -4,7 +4,7 @@ Per group: its state by Kafka's names, protocol type and members (member id, gro
 id v4+, client id, client host). As Kafka's ``ClassicGroup.summary``: only a Stable group
 reports its protocol name and each member's metadata and assignment; in other states those are
 empty. A group that does not exist is described as "Dead" with no error (Kafka's answer below
-v6).
+v6); a group whose ``__consumer_offsets`` partition is loading gets COORDINATOR_LOAD_IN_PROGRESS.
 
 Not implemented: authorized operations (always "not requested").
 """
@@ -26,9 +26,14 @@ from protocol.messages.describe_groups_response import (
 
 def handle(context: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     coordinator = context.broker.group_coordinator
-    return DescribeGroupsResponse(groups=[
-        _describe(group_id, coordinator.get_group(group_id)) for group_id in request.groups
-    ])
+    described = []
+    for group_id in request.groups:
+        unavailable = coordinator.partition_error(group_id)
+        if unavailable is not None:
+            described.append(DescribedGroup(error_code=unavailable, group_id=group_id))
+        else:
+            described.append(_describe(group_id, coordinator.get_group(group_id)))
+    return DescribeGroupsResponse(groups=described)
 
 
 def _describe(group_id: str, group: ClassicGroup | None) -> DescribedGroup:

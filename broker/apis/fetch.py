@@ -1,8 +1,9 @@
 """Fetch: v4–v17 (consumers; topic ids from v13).
 
-Reads up to the high watermark (read_committed reads the same: no transactions yet, so the last
-stable offset is the high watermark; read_committed responses carry an empty aborted
-transaction list). Per-partition ``partition_max_bytes`` and the response's ``max_bytes`` are
+Reads up to the high watermark; ``isolation_level`` 1 (read_committed) up to the last stable
+offset, with the aborted transactions overlapping what was read (from the ``.txnindex`` files:
+producer id and first offset each, which clients use to drop those producers' records up to
+the ABORT marker). Every response carries the partition's last stable offset. Per-partition ``partition_max_bytes`` and the response's ``max_bytes`` are
 Kafka's (KIP-74): the first partition with data returns at least one whole batch even when it
 is larger than both. Long poll: when fewer than ``min_bytes`` are readable and ``max_wait_ms``
 > 0, the fetch waits on its partitions and is woken by an append (no polling), re-reading
@@ -27,7 +28,7 @@ import asyncio
 import logging
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from broker.apis import (
@@ -72,6 +73,7 @@ class PartitionRead:
     error: KafkaError | None = None
     partition: Partition | None = None
     slice: FetchSlice | None = None
+    aborted: list[AbortedTransaction] = field(default_factory=list)
 
 
 def handle(context: RequestContext, request: FetchRequest) -> HandlerResult:
@@ -82,7 +84,7 @@ def handle(context: RequestContext, request: FetchRequest) -> HandlerResult:
     )
     if session.error is not None:
         return FetchResponse(error_code=session.error.code, session_id=0)
-    reads = _read_all(context, session, request.max_bytes)
+    reads = _read_all(context, session, request.max_bytes, request.isolation_level)
     if _can_answer(request, reads):
         return _response(context, request, session, reads)
     return _long_poll(context, request, session)
@@ -118,7 +120,9 @@ def _key_topic(
     return (topic_id, image.name if image is not None else "")
 
 
-def _read_all(context: RequestContext, session: FetchContext, max_bytes: int) -> list[PartitionRead]:
+def _read_all(
+    context: RequestContext, session: FetchContext, max_bytes: int, isolation_level: int
+) -> list[PartitionRead]:
     manager = context.broker.replica_manager
     remaining = max_bytes
     min_one_message = True
@@ -136,8 +140,10 @@ def _read_all(context: RequestContext, session: FetchContext, max_bytes: int) ->
         try:
             read.slice = partition.read(
                 requested.fetch_offset, min(requested.max_bytes, remaining),
-                min_one_message=min_one_message,
+                min_one_message=min_one_message, read_committed=isolation_level == READ_COMMITTED,
             )
+            if read.slice is not None and isolation_level == READ_COMMITTED:
+                read.aborted = _aborted(partition, requested.fetch_offset)
         except KafkaError as error:
             read.error = error
         except Exception:
@@ -147,6 +153,13 @@ def _read_all(context: RequestContext, session: FetchContext, max_bytes: int) ->
             remaining = max(0, remaining - read.slice.length)
             min_one_message = False
     return reads
+
+
+def _aborted(partition: Partition, fetch_offset: int) -> list[AbortedTransaction]:
+    return [
+        AbortedTransaction(producer_id=txn.producer_id, first_offset=txn.first_offset)
+        for txn in partition.aborted_transactions(fetch_offset)
+    ]
 
 
 def _can_answer(request: FetchRequest, reads: list[PartitionRead], *, stopping: bool = False) -> bool:
@@ -167,6 +180,7 @@ async def _long_poll(context: RequestContext, request: FetchRequest, session: Fe
         p for (topic_id, name, index) in (r.key for r in session.partitions)
         if name and (p := broker.replica_manager.partition(name, index)) is not None
     ]
+    recheck = True  # appends between the handler's read and this task's start woke nobody
     try:
         while True:
             woken = loop.create_future()
@@ -177,12 +191,15 @@ async def _long_poll(context: RequestContext, request: FetchRequest, session: Fe
 
             for partition in partitions:
                 partition.add_waiter(key, wake)
+            if recheck:
+                recheck = False
+                wake()  # read once more now that the waiters are in place
             timer = loop.call_at(deadline, wake)
             try:
                 await woken
             finally:
                 timer.cancel()
-            reads = _read_all(context, session, request.max_bytes)
+            reads = _read_all(context, session, request.max_bytes, request.isolation_level)
             if loop.time() >= deadline or _can_answer(request, reads, stopping=broker.stopping):
                 return _response(context, request, session, reads)
     finally:
@@ -235,6 +252,8 @@ def _partition_data(read: PartitionRead, isolation_level: int) -> PartitionData:
             last_stable_offset=-1, log_start_offset=-1, aborted_transactions=aborted, records=b"",
         )
     partition = read.partition
+    if aborted is not None:
+        aborted = read.aborted
     return PartitionData(
         partition_index=index,
         error_code=0 if read.error is None else read.error.code,

@@ -2,8 +2,9 @@
 
 Key type GROUP (0): this node is the coordinator of every group (a single node leads every
 ``__consumer_offsets`` partition), at its first advertised listener. Key type TRANSACTION (1):
-COORDINATOR_NOT_AVAILABLE, there is no transaction coordinator yet. Any other key type (SHARE
-in Kafka 4): INVALID_REQUEST. v1–v3 ask for one ``key`` and get top-level fields; v4+ batch
+likewise this node, the transaction coordinator of every transactional id (it leads every
+``__transaction_state`` partition; the topic is created at the first InitProducerId). Any
+other key type (SHARE in Kafka 4): INVALID_REQUEST. v1–v3 ask for one ``key`` and get top-level fields; v4+ batch
 ``coordinator_keys`` and get one ``coordinators`` entry per key (KIP-699).
 
 Not implemented: creating ``__consumer_offsets`` before answering (Kafka answers
@@ -39,9 +40,7 @@ def handle(context: RequestContext, request: FindCoordinatorRequest) -> FindCoor
 
 
 def _coordinator(context: RequestContext, key: str, key_type: int) -> Coordinator:
-    if key_type == TRANSACTION_KEY_TYPE:
-        return _failed(key, CoordinatorNotAvailableError("transactions are not supported yet"))
-    if key_type != GROUP_KEY_TYPE:
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return _failed(key, InvalidRequestError(f"unknown coordinator key type {key_type}"))
     broker = context.broker
     if not broker.advertised:

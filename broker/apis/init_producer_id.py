@@ -1,23 +1,34 @@
-"""InitProducerId: v0–v5, for idempotent producers only.
+"""InitProducerId: v0–v5.
 
-A new producer id (from blocks of 1000 recorded as ProducerIdsRecords in the metadata log, so
-ids are never reused across restarts) with epoch 0, for every request without a transactional id,
-whatever producer id and epoch it carries. That is Kafka's rule (``TransactionCoordinator.
-handleInitProducerId``): an idempotent producer bumps its epoch itself (KIP-360) and asks for a
-new id only when it must, so the broker never bumps an epoch it cannot vouch for — which could
-fence another producer holding that id. An empty transactional id, or a producer id without
-an epoch (or the reverse), is INVALID_REQUEST, as in Kafka.
+Without a transactional id (an idempotent producer): a new producer id (from blocks of 1000
+recorded as ProducerIdsRecords in the metadata log, so ids are never reused across restarts)
+with epoch 0, whatever producer id and epoch the request carries. That is Kafka's rule
+(``TransactionCoordinator.handleInitProducerId``): an idempotent producer bumps its epoch
+itself (KIP-360) and asks for a new id only when it must, so the broker never bumps an epoch
+it cannot vouch for.
 
-Not implemented: transactional ids (COORDINATOR_NOT_AVAILABLE: there is no transaction
-coordinator yet).
+With a transactional id: the transaction coordinator (``broker.transaction.coordinator``)
+gives the id's producer id the next epoch, fencing every older instance: a transaction the
+previous epoch left open is aborted with a bumped epoch first, and that call answers
+CONCURRENT_TRANSACTIONS (the client retries and gets the next epoch); a transaction being
+completed answers CONCURRENT_TRANSACTIONS; ``transaction_timeout_ms`` above
+``transaction.max.timeout.ms`` (or not positive) answers INVALID_TRANSACTION_TIMEOUT. v3+ may
+carry the producer's current id and epoch (KIP-360): a retry of a bump that succeeded returns
+the same epoch; an epoch neither current nor last is PRODUCER_FENCED, answered as
+INVALID_PRODUCER_EPOCH below v4 (as Kafka).
+
+An empty transactional id, or a producer id without an epoch (or the reverse), is
+INVALID_REQUEST, as in Kafka. Not implemented: two-phase commit (KIP-939, v6).
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
+from protocol.errors import ErrorCode, InvalidRequestError, KafkaError
 from protocol.messages.init_producer_id_request import InitProducerIdRequest
 from protocol.messages.init_producer_id_response import InitProducerIdResponse
+
+PRODUCER_FENCED_VERSION = 4
 
 
 def handle(context: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
@@ -27,10 +38,26 @@ def handle(context: RequestContext, request: InitProducerIdRequest) -> InitProdu
         return error_response(request, InvalidRequestError(
             "producer id and epoch must be given together"))
     if request.transactional_id is not None:
-        return error_response(request, CoordinatorNotAvailableError(
-            "transactions are not supported yet"))
+        return _transactional(context, request, request.transactional_id)
     manager = context.broker.replica_manager
     return InitProducerIdResponse(producer_id=manager.allocate_producer_id(), producer_epoch=0)
+
+
+def _transactional(
+    context: RequestContext, request: InitProducerIdRequest, transactional_id: str
+) -> InitProducerIdResponse:
+    expected = None
+    if request.producer_id != -1:
+        expected = (request.producer_id, request.producer_epoch)
+    result = context.broker.transactions.coordinator.init_producer_id(
+        transactional_id, request.transaction_timeout_ms, expected
+    )
+    error = result.error
+    if error is ErrorCode.PRODUCER_FENCED and context.api_version < PRODUCER_FENCED_VERSION:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return InitProducerIdResponse(
+        error_code=error, producer_id=result.producer_id, producer_epoch=result.producer_epoch
+    )
 
 
 def error_response(request: InitProducerIdRequest, error: KafkaError) -> InitProducerIdResponse:

@@ -3,14 +3,16 @@
 Every group this node coordinates (all of them), with its protocol type, its state (v4+, by
 Kafka's names: "Empty", "PreparingRebalance", "CompletingRebalance", "Stable") and its type
 (v5+, always "classic"). ``states_filter`` (v4+) and ``types_filter`` (v5+) match without
-regard to case, as in Kafka; an empty filter matches everything.
+regard to case, as in Kafka; an empty filter matches everything. While any
+``__consumer_offsets`` partition is loading, the answer is COORDINATOR_LOAD_IN_PROGRESS and no
+groups (Kafka 4's GroupCoordinatorService fails the whole listing the same way).
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
 from broker.group.classic import ClassicGroup
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.list_groups_request import ListGroupsRequest
 from protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
@@ -18,9 +20,12 @@ CLASSIC_GROUP_TYPE = "classic"
 
 
 def handle(context: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    coordinator = context.broker.group_coordinator
+    if coordinator.loading:
+        return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     states = {state.lower() for state in request.states_filter}
     types = {group_type.lower() for group_type in request.types_filter}
-    groups = context.broker.group_coordinator.groups.values()
+    groups = coordinator.groups.values()
     return ListGroupsResponse(groups=[
         _listed(group) for group in groups if _matches(group, states, types)
     ])

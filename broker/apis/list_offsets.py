@@ -1,10 +1,11 @@
 """ListOffsets: v1–v10.
 
 Per partition, by the request's timestamp: -2 earliest (the log start offset), -1 latest (the
-high watermark; read_committed: the last stable offset, the same here), -3 the record with the
+high watermark; ``isolation_level`` 1, read_committed: the last stable offset), -3 the record with the
 largest timestamp (KIP-734), -4 earliest local (the log start offset: no tiered storage),
 -5 latest tiered (nothing tiered: not found), otherwise the first offset whose timestamp is at
-or after it, if that offset is below the high watermark. Not found: offset -1, timestamp -1.
+or after it, if that offset is below the high watermark (read_committed: the last stable
+offset). Not found: offset -1, timestamp -1.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR. Not implemented:
 current_leader_epoch checks.
 """
@@ -31,6 +32,7 @@ from storage.log import (
 logger = logging.getLogger("samsa.broker.apis.list_offsets")
 
 LATEST_TIERED_TIMESTAMP = -5
+READ_COMMITTED = 1
 
 
 def handle(context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -38,16 +40,17 @@ def handle(context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsR
     for topic in request.topics:
         answers = ListOffsetsTopicResponse(name=topic.name)
         for requested in topic.partitions:
-            answers.partitions.append(_lookup(context, topic.name, requested))
+            answers.partitions.append(
+                _lookup(context, topic.name, requested, request.isolation_level == READ_COMMITTED))
         response.topics.append(answers)
     return response
 
 
 def _lookup(
-    context: RequestContext, topic: str, requested: ListOffsetsPartition
+    context: RequestContext, topic: str, requested: ListOffsetsPartition, read_committed: bool
 ) -> ListOffsetsPartitionResponse:
     try:
-        return _lookup_or_raise(context, topic, requested)
+        return _lookup_or_raise(context, topic, requested, read_committed)
     except KafkaError as error:
         return _failed(requested.partition_index, error)
     except Exception:
@@ -56,7 +59,7 @@ def _lookup(
 
 
 def _lookup_or_raise(
-    context: RequestContext, topic: str, requested: ListOffsetsPartition
+    context: RequestContext, topic: str, requested: ListOffsetsPartition, read_committed: bool
 ) -> ListOffsetsPartitionResponse:
     partition = context.broker.replica_manager.partition(topic, requested.partition_index)
     if partition is None:
@@ -65,15 +68,16 @@ def _lookup_or_raise(
         partition_index=requested.partition_index, leader_epoch=partition.leader_epoch
     )
     timestamp = requested.timestamp
+    last_fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST_TIMESTAMP:
-        answer.offset = partition.high_watermark
+        answer.offset = last_fetchable
     elif timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         answer.offset = partition.log_start_offset
     elif timestamp == LATEST_TIERED_TIMESTAMP:
         pass
     else:
         found = partition.log.offset_for_timestamp(timestamp)
-        if found is not None and found.offset < partition.high_watermark:
+        if found is not None and found.offset < last_fetchable:
             answer.offset, answer.timestamp = found.offset, found.timestamp
     if timestamp == MAX_TIMESTAMP and answer.offset < 0:
         answer.timestamp = -1

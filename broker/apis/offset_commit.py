@@ -1,7 +1,9 @@
 """OffsetCommit: v2–v9 (Kafka 4's floor, KIP-896, to the schema's max).
 
-As Kafka's OffsetMetadataManager.commitOffset: an empty group id is INVALID_GROUP_ID; the
-group validates the member and generation (``broker.group.offsets.validate_offset_commit``:
+As Kafka's OffsetMetadataManager.commitOffset: an empty group id is INVALID_GROUP_ID; while
+the group's ``__consumer_offsets`` partition loads, every partition answers
+COORDINATOR_LOAD_IN_PROGRESS (``GroupCoordinator.partition_error``); the group validates
+the member and generation (``broker.group.offsets.validate_offset_commit``:
 generation -1 with no group is a simple consumer or the admin client and is accepted); its
 error goes to every partition. Then per partition: a topic unknown to the metadata image
 (KafkaApis' check) is UNKNOWN_TOPIC_OR_PARTITION, metadata longer than
@@ -46,6 +48,9 @@ def handle(context: RequestContext, request: OffsetCommitRequest) -> OffsetCommi
     broker = context.broker
     if not request.group_id:
         return error_response(request, ErrorCode.INVALID_GROUP_ID)
+    unavailable = broker.group_coordinator.partition_error(request.group_id)
+    if unavailable is not None:
+        return error_response(request, unavailable)
     error = validate_offset_commit(
         broker, request.group_id, generation_id=request.generation_id_or_member_epoch,
         member_id=request.member_id, group_instance_id=request.group_instance_id,

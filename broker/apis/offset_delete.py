@@ -1,10 +1,12 @@
 """OffsetDelete: v0–v0 (KIP-496).
 
 As Kafka's OffsetMetadataManager.deleteOffsets: an empty group id is INVALID_GROUP_ID; a group
+whose ``__consumer_offsets`` partition is loading is COORDINATOR_LOAD_IN_PROGRESS; a group
 that neither the coordinator nor the offset store knows (or a Dead one) is GROUP_ID_NOT_FOUND;
-a group with members is NON_EMPTY_GROUP (ClassicGroup.validateOffsetDelete) unless it exposes
-its subscriptions (``is_subscribed_to_topic``), in which case only the topics it is subscribed
-to are refused, per partition, with GROUP_SUBSCRIBED_TO_TOPIC. Every other requested partition
+a group with members is NON_EMPTY_GROUP (ClassicGroup.validateOffsetDelete) unless it uses
+the "consumer" protocol, whose members' subscriptions are known (``broker.group.subscriptions``):
+then only the topics it is subscribed to (all of them while its subscription is unknown) are
+refused, per partition, with GROUP_SUBSCRIBED_TO_TOPIC. Every other requested partition
 answers NONE, and a tombstone is written for those that have an offset (one batch). A failed
 append gives the whole response Kafka's mapped coordinator error.
 
@@ -17,7 +19,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.apis import ApiSpec, RequestContext, register
-from broker.group.offsets import coordinator_error_code, group_is_dead, group_is_empty
+from broker.group.offsets import coordinator_error_code, group_is_dead
+from broker.group.subscriptions import is_subscribed_to_topic, uses_consumer_protocol
+from broker.group.values import GroupState
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.offset_delete_request import OffsetDeleteRequest
 from protocol.messages.offset_delete_response import (
@@ -31,6 +35,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("samsa.broker.apis.offset_delete")
 
+LIVE_STATES = (GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
+
 
 def handle(context: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     broker = context.broker
@@ -38,11 +44,10 @@ def handle(context: RequestContext, request: OffsetDeleteRequest) -> OffsetDelet
     if error is not None:
         return OffsetDeleteResponse(error_code=error)
     group = broker.group_coordinator.get_group(request.group_id)
-    is_subscribed = getattr(group, "is_subscribed_to_topic", None)
     response = OffsetDeleteResponse()
     deletable: list[tuple[str, int]] = []
     for topic in request.topics:
-        refused = is_subscribed is not None and bool(is_subscribed(topic.name))
+        refused = group is not None and is_subscribed_to_topic(group, topic.name)
         code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if refused else ErrorCode.NONE
         response.topics.append(OffsetDeleteResponseTopic(name=topic.name, partitions=[
             OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=code)
@@ -61,11 +66,13 @@ def handle(context: RequestContext, request: OffsetDeleteRequest) -> OffsetDelet
 def _validate(broker: Broker, group_id: str) -> int | None:
     if not group_id:
         return ErrorCode.INVALID_GROUP_ID
+    unavailable = broker.group_coordinator.partition_error(group_id)
+    if unavailable is not None:
+        return unavailable
     group = broker.group_coordinator.get_group(group_id)
     if group_is_dead(broker, group_id) or (group is None and not broker.offset_store.has_group(group_id)):
         return ErrorCode.GROUP_ID_NOT_FOUND
-    if group is not None and not group_is_empty(broker, group_id) \
-            and getattr(group, "is_subscribed_to_topic", None) is None:
+    if group is not None and group.state in LIVE_STATES and not uses_consumer_protocol(group):
         return ErrorCode.NON_EMPTY_GROUP
     return None
 

@@ -4,8 +4,12 @@ v1–v7 ask for one group (``group_id``, ``topics``); v8+ batch ``groups`` (KIP-
 null (v2+) means every partition the group has an offset for. As Kafka's
 OffsetMetadataManager.fetchOffsets: a partition without an offset answers offset -1, leader
 epoch -1, metadata "" and no error; a group that does not exist (or is Dead) is not an error
-either: its partitions answer -1, and "all topics" answers none. ``require_stable`` is accepted:
-there are no transactional offsets, so every committed offset is stable.
+either: its partitions answer -1, and "all topics" answers none. A group whose
+``__consumer_offsets`` partition is loading gets COORDINATOR_LOAD_IN_PROGRESS (v8+: that
+group's error; before: the response's, and each partition's for v1). With ``require_stable``
+(v7+), a partition with a transactional offset commit still pending (its transaction not yet
+ended) answers UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka; without it, the last committed
+offset.
 
 Not implemented: member id/epoch validation of v9 (new consumer-group protocol only; classic
 groups, like Kafka's, do not check them).
@@ -18,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from broker.apis import ApiSpec, RequestContext, register
 from broker.group.offsets import group_is_dead
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError, error_for_code
 from protocol.messages.offset_fetch_request import OffsetFetchRequest
 from protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
@@ -35,23 +39,30 @@ if TYPE_CHECKING:
 BATCHED_VERSION = 8
 INVALID_OFFSET = -1
 
-# (partition, committed offset, leader epoch, metadata) per topic
-PartitionOffsets = list[tuple[int, int, int, str]]
+# (partition, committed offset, leader epoch, metadata, error code) per topic
+PartitionOffsets = list[tuple[int, int, int, str, int]]
 
 
 def handle(context: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     broker = context.broker
+    coordinator = broker.group_coordinator
     if context.api_version >= BATCHED_VERSION:
         return OffsetFetchResponse(groups=[
-            _group_response(group.group_id, _fetch(broker, group.group_id, _wanted(group.topics)))
+            _unavailable_group(group.group_id, coordinator.partition_error(group.group_id))
+            or _group_response(group.group_id, _fetch(broker, group.group_id, _wanted(group.topics),
+                                                      request.require_stable))
             for group in request.groups
         ])
-    fetched = _fetch(broker, request.group_id, _wanted(request.topics))
+    unavailable = coordinator.partition_error(request.group_id)
+    if unavailable is not None:
+        return error_response(request, error_for_code(unavailable)())
+    fetched = _fetch(broker, request.group_id, _wanted(request.topics), request.require_stable)
     return OffsetFetchResponse(topics=[
         OffsetFetchResponseTopic(name=name, partitions=[
             OffsetFetchResponsePartition(partition_index=index, committed_offset=offset,
-                                         committed_leader_epoch=epoch, metadata=metadata)
-            for index, offset, epoch, metadata in partitions
+                                         committed_leader_epoch=epoch, metadata=metadata,
+                                         error_code=error)
+            for index, offset, epoch, metadata, error in partitions
         ])
         for name, partitions in fetched
     ])
@@ -64,7 +75,8 @@ def _wanted(topics: Sequence[object] | None) -> list[tuple[str, list[int]]] | No
 
 
 def _fetch(
-    broker: Broker, group_id: str, wanted: list[tuple[str, list[int]]] | None
+    broker: Broker, group_id: str, wanted: list[tuple[str, list[int]]] | None,
+    require_stable: bool = False,
 ) -> list[tuple[str, PartitionOffsets]]:
     store = broker.offset_store
     offsets = {} if group_is_dead(broker, group_id) else store.group_offsets(group_id)
@@ -76,20 +88,28 @@ def _fetch(
         partitions: PartitionOffsets = []
         for index in indexes:
             found = offsets.get((topic, index))
-            if found is None:
-                partitions.append((index, INVALID_OFFSET, -1, ""))
+            if require_stable and store.transactional.has_pending(group_id, (topic, index)):
+                partitions.append((index, INVALID_OFFSET, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+            elif found is None:
+                partitions.append((index, INVALID_OFFSET, -1, "", ErrorCode.NONE))
             else:
-                partitions.append((index, found.committed_offset, found.leader_epoch, found.metadata))
+                partitions.append((index, found.committed_offset, found.leader_epoch,
+                                   found.metadata, ErrorCode.NONE))
         result.append((topic, partitions))
     return result
+
+
+def _unavailable_group(group_id: str, error: ErrorCode | None) -> OffsetFetchResponseGroup | None:
+    return None if error is None else OffsetFetchResponseGroup(group_id=group_id, error_code=error)
 
 
 def _group_response(group_id: str, fetched: list[tuple[str, PartitionOffsets]]) -> OffsetFetchResponseGroup:
     return OffsetFetchResponseGroup(group_id=group_id, topics=[
         OffsetFetchResponseTopics(name=name, partitions=[
             OffsetFetchResponsePartitions(partition_index=index, committed_offset=offset,
-                                          committed_leader_epoch=epoch, metadata=metadata)
-            for index, offset, epoch, metadata in partitions
+                                          committed_leader_epoch=epoch, metadata=metadata,
+                                          error_code=error)
+            for index, offset, epoch, metadata, error in partitions
         ])
         for name, partitions in fetched
     ])

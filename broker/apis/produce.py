@@ -10,12 +10,24 @@ KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for the whole request. With acks=0 no
 back, and an error closes the connection (as Kafka does, so the producer notices).
 
 Idempotent producers (``storage.producer_state``): OUT_OF_ORDER_SEQUENCE_NUMBER,
-INVALID_PRODUCER_EPOCH, and INVALID_TXN_STATE for a transactional batch. A retried batch (a
-duplicate of one of the producer's last 5) is answered as Kafka does: error NONE with the
-original base offset, and nothing is appended. A producer whose state is gone (expired) simply
-starts again: UNKNOWN_PRODUCER_ID is never returned (KIP-360).
+INVALID_PRODUCER_EPOCH. A retried batch (a duplicate of one of the producer's last 5) is
+answered as Kafka does: error NONE with the original base offset, and nothing is appended. A
+producer whose state is gone (expired) simply starts again: UNKNOWN_PRODUCER_ID is never
+returned (KIP-360).
 
-Not implemented: transactions, quotas (throttle_time_ms is 0).
+Transactional producers (KIP-890 part 1, ``transaction.partition.verification.enable``): the
+first transactional batch of a transaction in a partition is appended only if the transaction
+coordinator has the partition in the producer's transaction (on one node the coordinator is
+asked in-process, where Kafka sends AddPartitionsToTxn v4 ``verify_only``); the later ones
+need the transaction open in the partition at the batch's epoch. Errors, as Kafka maps them:
+a partition not in the transaction → TRANSACTION_ABORTABLE (v11+; INVALID_TXN_STATE before),
+a fenced epoch → INVALID_PRODUCER_EPOCH, another producer id → INVALID_PRODUCER_ID_MAPPING, a
+transaction being completed → NOT_ENOUGH_REPLICAS (retried by every client), no
+``transactional_id`` in the request → INVALID_TXN_STATE; a plain batch while the producer's
+transaction is open → INVALID_TXN_STATE.
+
+Not implemented: quotas (throttle_time_ms is 0); INVALID_PRODUCER_ID_MAPPING for a request
+whose transactional batches carry several producer ids (each partition is checked alone).
 """
 
 from __future__ import annotations
@@ -31,13 +43,16 @@ from broker.apis import (
     register,
 )
 from protocol.errors import (
+    ErrorCode,
     InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicExceptionError,
+    InvalidTxnStateError,
     KafkaError,
     RecordListTooLargeError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    error_for_code,
 )
 from protocol.messages.produce_request import PartitionProduceData, ProduceRequest
 from protocol.messages.produce_response import (
@@ -46,10 +61,17 @@ from protocol.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from protocol.records import BATCH_HEADER_SIZE, read_batch_header
 from replication.metadata.controller import is_internal
-from replication.partition import Waiter
+from replication.partition import Partition, Waiter
 
 logger = logging.getLogger("samsa.broker.apis.produce")
+
+TRANSACTION_ABORTABLE_VERSION = 11  # Produce versions above 10 take TRANSACTION_ABORTABLE
+# The hot path looks at one byte: the low byte of the first batch's int16 attributes (bytes
+# 21-22 of the header), bit 4 = transactional.
+_ATTRIBUTES_LOW_BYTE = 22
+_TRANSACTIONAL = 0x10
 
 
 def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
@@ -61,7 +83,7 @@ def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
     for topic in request.topic_data:
         answers = TopicProduceResponse(name=topic.name)
         for data in topic.partition_data:
-            answer = _append(context, topic.name, data, waiters)
+            answer = _append(context, request.transactional_id, topic.name, data, waiters)
             failed = failed or answer.error_code != 0
             answers.partition_responses.append(answer)
         response.responses.append(answers)
@@ -72,10 +94,11 @@ def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
 
 
 def _append(
-    context: RequestContext, topic: str, data: PartitionProduceData, waiters: list[Waiter]
+    context: RequestContext, transactional_id: str | None, topic: str, data: PartitionProduceData,
+    waiters: list[Waiter],
 ) -> PartitionProduceResponse:
     try:
-        return _append_or_raise(context, topic, data, waiters)
+        return _append_or_raise(context, transactional_id, topic, data, waiters)
     except KafkaError as error:
         return _failed(data.index, error)
     except Exception:
@@ -84,7 +107,8 @@ def _append(
 
 
 def _append_or_raise(
-    context: RequestContext, topic: str, data: PartitionProduceData, waiters: list[Waiter]
+    context: RequestContext, transactional_id: str | None, topic: str, data: PartitionProduceData,
+    waiters: list[Waiter],
 ) -> PartitionProduceResponse:
     if is_internal(topic):
         raise InvalidTopicExceptionError(f"Cannot append to internal topic {topic}")
@@ -98,7 +122,8 @@ def _append_or_raise(
             f"{len(data.records)} bytes of records exceed segment.bytes "
             f"({partition.log.config.segment_bytes})"
         )
-    result, woken = partition.append_as_leader(data.records)
+    verified = _verify_transaction(context, transactional_id, partition, data.records)
+    result, woken = partition.append_as_leader(data.records, transaction_verified=verified)
     waiters += woken
     if result.flush_due:
         context.broker.flush_in_background(partition.log)
@@ -109,6 +134,48 @@ def _append_or_raise(
         log_append_time_ms=result.log_append_time_ms,
         log_start_offset=result.log_start_offset,
     )
+
+
+def _verify_transaction(
+    context: RequestContext, transactional_id: str | None, partition: Partition,
+    records: bytes | bytearray | memoryview,
+) -> bool:
+    """True when the coordinator vouches that this partition is in the transaction of the
+    first batch's producer; raises the mapped error when it does not (see the docstring).
+    False when there is nothing to verify (not transactional, or already open here)."""
+    if len(records) < BATCH_HEADER_SIZE or not records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL:
+        return False  # not transactional (or too short: the log's validation answers)
+    header = read_batch_header(records)
+    if not header.is_transactional or header.producer_id < 0 or (
+        partition.has_ongoing_transaction(header.producer_id, header.producer_epoch)
+    ):
+        return False
+    transactions = context.broker.transactions
+    if not transactions.config.transaction_partition_verification_enable:
+        return True
+    if transactional_id is None:
+        raise InvalidTxnStateError("transactional records without a transactional id")
+    key = (partition.topic, partition.partition)
+    verified = transactions.coordinator.verify_partitions(
+        transactional_id, header.producer_id, header.producer_epoch, [key])[key]
+    if verified is ErrorCode.NONE:
+        return True
+    raise error_for_code(_produce_error(verified, context.api_version))(
+        f"partition {partition.topic}-{partition.partition} could not be verified in the "
+        f"transaction of {transactional_id}: {verified.name}"
+    )
+
+
+def _produce_error(error: ErrorCode, api_version: int) -> ErrorCode:
+    """Kafka's translation of a verification error into a produce error."""
+    if error is ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error is ErrorCode.TRANSACTION_ABORTABLE and api_version <= TRANSACTION_ABORTABLE_VERSION - 1:
+        return ErrorCode.INVALID_TXN_STATE
+    if error in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                 ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return error
 
 
 def _failed(index: int, error: KafkaError) -> PartitionProduceResponse:

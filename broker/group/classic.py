@@ -35,13 +35,14 @@ Invariants: the generation never decreases; the leader, when set, is a member; i
 every member has an assignment; after ``tick(now_ms)`` no expirable member's session
 deadline is ``<= now_ms``; ``_awaiting_join_count`` equals the members awaiting a join.
 
-Deviation, for the shell's sake: removing a member also answers its parked SyncGroup (with
-UNKNOWN_MEMBER_ID), where Kafka would leave it unanswered until the client's timeout.
-Persisting: the effects of the leader's SyncGroup (the group is then Stable) and of the
-join phase that leaves the group Empty carry ``store_group``; the shell writes the group's
-GroupMetadata record before it answers them. Deviation: the group is Stable as soon as the
-leader syncs, where Kafka stays CompletingRebalance until the write returns; a failed write
-is answered as an error to the syncing members (see ``GroupCoordinator``).
+Persisting: the effects of the leader's SyncGroup (the group is then Stable), of the join
+phase that leaves the group Empty, and of a static member replaced while Stable carry
+``store_group``; the shell writes the GroupMetadata record before it answers them (a failed
+write fails them: ``GroupCoordinator``). ``state_changed`` lets the shell keep
+``current_state_timestamp_ms`` (wall clock; this machine's time is monotonic). Deviations:
+the group is Stable as soon as the leader syncs (Kafka waits for the write); removing a
+member answers its parked SyncGroup (UNKNOWN_MEMBER_ID) instead of leaving it to time out.
+Request checks that do not step the group live in ``RequestChecks``.
 
 Owned by the broker's event loop (one task); not thread-safe.
 """
@@ -50,14 +51,18 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
-from broker.group.member import ClassicGroupMember
+from broker.group.completions import Completions
+from broker.group.member import ClassicGroupMember, select_protocol
+from broker.group.request_checks import RequestChecks
+from broker.group.subscriptions import compute_subscribed_topics
 from broker.group.values import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     NO_GENERATION,
     NO_MEMBER_ID,
+    VALID_PREVIOUS_STATES,
     CompletedJoin,
     CompletedSync,
     Effects,
@@ -84,13 +89,6 @@ COMPLETING = GroupState.COMPLETING_REBALANCE
 STABLE = GroupState.STABLE
 DEAD = GroupState.DEAD
 
-VALID_PREVIOUS_STATES: Mapping[GroupState, frozenset[GroupState]] = MappingProxyType({
-    EMPTY: frozenset({PREPARING}),
-    PREPARING: frozenset({STABLE, COMPLETING, EMPTY}),
-    COMPLETING: frozenset({PREPARING}),
-    STABLE: frozenset({COMPLETING}),
-    DEAD: frozenset(GroupState),
-})
 
 # A deadline re-armed at ``now_ms`` would fire again in the same tick; bound the rounds.
 MAX_TICK_ROUNDS = 64
@@ -104,7 +102,7 @@ def random_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-class ClassicGroup:
+class ClassicGroup(RequestChecks):
     def __init__(
         self,
         group_id: str,
@@ -129,9 +127,13 @@ class ClassicGroup:
         self._sync_deadline_ms: int | None = None
         self._initial_delay: tuple[int, int] | None = None  # (delay_ms, remaining_ms)
         self._new_member_added = False
-        self._joins: list[CompletedJoin] = []
-        self._syncs: list[CompletedSync] = []
-        self._store_group = False
+        self._done = Completions()  # what the current call completed (see ``Effects``)
+        # Wall-clock ms of the last state change, Kafka's currentStateTimestamp: set by the
+        # shell (this machine's clock is monotonic), persisted in the GroupMetadata record and
+        # restored from it; None for a new group. Offsets of an Empty group expire from it.
+        self.current_state_timestamp_ms: int | None = None
+        # The members' topics (consumer protocol only; None: unknown), as of the last join phase.
+        self.subscribed_topics: frozenset[str] | None = None
 
     @classmethod
     def restore(
@@ -144,10 +146,12 @@ class ClassicGroup:
         protocol_name: str | None,
         leader_id: str | None,
         members: Sequence[ClassicGroupMember],
+        current_state_timestamp_ms: int | None = None,
     ) -> ClassicGroup:
         """A group loaded from its GroupMetadata record: Stable with ``members`` (each with its
         assignment), or Empty without."""
         group = cls(group_id, config=config)
+        group.current_state_timestamp_ms = current_state_timestamp_ms
         for member in members:
             group._add(member)
         group.state = STABLE if members else EMPTY
@@ -156,6 +160,7 @@ class ClassicGroup:
         group.protocol_name = protocol_name if members else None
         if leader_id in group._members:
             group.leader_id = leader_id
+        group.subscribed_topics = compute_subscribed_topics(protocol_type, group.protocol_name, members)
         return group
 
     # ---- read-only views -------------------------------------------------------------
@@ -211,24 +216,6 @@ class ClassicGroup:
         if request.member_id == NO_MEMBER_ID:
             return self._join_new_member(request, now_ms)
         return request.member_id, self._join_current_member(request, now_ms)
-
-    def _accept_joining_member(self, member_id: str) -> bool:
-        """``group.max.size``: in PreparingRebalance only members that rejoined count."""
-        member = self._members.get(member_id)
-        max_size = self.config.group_max_size
-        if self.state in (EMPTY, DEAD):
-            return True
-        if self.state is PREPARING:
-            return (member is not None and member.awaiting_join) or self._awaiting_join_count < max_size
-        return member is not None or len(self._members) < max_size
-
-    def _supports_protocols(self, request: JoinRequest) -> bool:
-        if self.state is EMPTY:
-            return bool(request.protocol_type) and bool(request.protocols)
-        if request.protocol_type != self.protocol_type:
-            return False
-        candidates = self._candidate_protocols()
-        return any(protocol.name in candidates for protocol in request.protocols)
 
     def _join_new_member(self, request: JoinRequest, now_ms: int) -> tuple[str, JoinResponse | None]:
         instance_id = request.group_instance_id
@@ -329,10 +316,11 @@ class ClassicGroup:
     def _rejoin_static_member_when_stable(
         self, member: ClassicGroupMember, request: JoinRequest, old_leader: str | None, now_ms: int
     ) -> JoinResponse | None:
-        if self._select_protocol() != self.protocol_name:
+        if select_protocol(self._members.values()) != self.protocol_name:
             self._maybe_prepare_rebalance(now_ms)
             return None
         self._update_member(member, request, awaiting_join=False)
+        self._done.store_group = True  # the record must name the new member id
         if not request.support_skipping_assignment:
             # Pre-v9 clients: report the old leader id so the new one does not assign.
             response = self._join_response(member, with_members=False)
@@ -415,29 +403,15 @@ class ClassicGroup:
 
     def _init_next_generation(self) -> None:
         self.generation_id += 1
+        self.protocol_name = select_protocol(self._members.values()) if self._members else None
+        self.subscribed_topics = compute_subscribed_topics(
+            self.protocol_type, self.protocol_name, self._members.values())
         if self._members:
-            self.protocol_name = self._select_protocol()
             self._transition_to(COMPLETING)
         else:
-            self.protocol_name = None
             self._transition_to(EMPTY)
-            self._store_group = True
+            self._done.store_group = True
         self._pending_sync.clear()
-
-    def _candidate_protocols(self) -> frozenset[str]:
-        members = iter(self._members.values())
-        first = next(members, None)
-        if first is None:
-            return frozenset()
-        return first.protocol_names.intersection(*(m.protocol_names for m in members))
-
-    def _select_protocol(self) -> str:
-        candidates = self._candidate_protocols()
-        votes: dict[str, int] = {}
-        for member in self._members.values():
-            name = member.vote(candidates)
-            votes[name] = votes.get(name, 0) + 1
-        return max(votes, key=lambda name: votes[name])  # max keeps the first of a tie
 
     # ---- SyncGroup -------------------------------------------------------------------
 
@@ -466,21 +440,7 @@ class ClassicGroup:
                 each.assignment = assignments.get(each.member_id, b"")
             self._propagate_assignment(ErrorCode.NONE, now_ms)
             self._transition_to(STABLE)
-            self._store_group = True
-        return None
-
-    def _validate_sync(self, request: SyncRequest) -> ErrorCode | None:
-        if self.state is DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_current_member(request.member_id, request.group_instance_id)
-        if error is not None:
-            return error
-        if request.generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        if request.protocol_type is not None and request.protocol_type != self.protocol_type:
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        if request.protocol_name is not None and request.protocol_name != self.protocol_name:
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            self._done.store_group = True
         return None
 
     def _remove_pending_sync(self, member_id: str) -> None:
@@ -508,67 +468,6 @@ class ClassicGroup:
         for member_id in sorted(self._pending_sync):
             self._remove_member(member_id, now_ms, rebalance=False)
         self._prepare_rebalance(now_ms)
-
-    # ---- Heartbeat, offset commits -----------------------------------------------------
-
-    def heartbeat(
-        self, member_id: str, generation_id: int, now_ms: int, *, group_instance_id: str | None = None
-    ) -> ErrorCode:
-        if self.state is DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_current_member(member_id, group_instance_id)
-        if error is not None:
-            return error
-        if generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        if self.state is EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        member = self._members[member_id]
-        member.session_deadline_ms = now_ms + member.session_timeout_ms
-        if self.state is PREPARING:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return ErrorCode.NONE
-
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        generation_id: int,
-        group_instance_id: str | None = None,
-        *,
-        now_ms: int | None = None,
-    ) -> ErrorCode | None:
-        """None when an OffsetCommit may be stored. Generation -1 from an Empty group is a
-        simple consumer or the admin client. Given ``now_ms``, an accepted commit from a member
-        counts as its heartbeat, as in Kafka. Transactional commits are not covered."""
-        if self.state is DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation_id < 0 and self.state is EMPTY:
-            return None
-        if generation_id < 0 and member_id == NO_MEMBER_ID and group_instance_id is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID  # a non-empty group takes commits from members only
-        error = self._validate_current_member(member_id, group_instance_id)
-        if error is not None:
-            return error
-        if generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        if self.state is COMPLETING:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        member = self._members[member_id]
-        if now_ms is not None:
-            member.session_deadline_ms = now_ms + member.session_timeout_ms
-        return None
-
-    def _validate_current_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
-        if group_instance_id is not None:
-            current = self._static_members.get(group_instance_id)
-            if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-            return None
-        if member_id not in self._members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
 
     # ---- LeaveGroup, removal -----------------------------------------------------------
 
@@ -671,56 +570,48 @@ class ClassicGroup:
         if self.state not in VALID_PREVIOUS_STATES[state]:
             raise IllegalGroupStateError(f"group {self.group_id}: {self.state.value} -> {state.value}")
         self.state = state
+        self._done.state_changed = True
 
     def _join_response(self, member: ClassicGroupMember, *, with_members: bool | None = None) -> JoinResponse:
-        is_leader = member.member_id == self.leader_id
-        members = tuple(self._member_list()) if (is_leader if with_members is None else with_members) else ()
-        return JoinResponse(
-            ErrorCode.NONE, member.member_id, self.generation_id, self.protocol_type,
-            self.protocol_name, self.leader_id or "", False, members,
-        )
-
-    def _member_list(self) -> Iterator[JoinResponseMember]:
+        """Success for ``member``; the member list goes to the leader (or as ``with_members``)."""
+        if with_members is None:
+            with_members = member.member_id == self.leader_id
         name = self.protocol_name or ""
-        for member in self._members.values():
-            yield JoinResponseMember(member.member_id, member.group_instance_id, member.metadata(name))
+        members = tuple(JoinResponseMember(m.member_id, m.group_instance_id, m.metadata(name))
+                        for m in self._members.values()) if with_members else ()
+        return JoinResponse(ErrorCode.NONE, member.member_id, self.generation_id, self.protocol_type,
+                            self.protocol_name, self.leader_id or "", False, members)
 
     def _complete_join(self, member: ClassicGroupMember, response: JoinResponse) -> bool:
         if not member.awaiting_join:
             return False
         member.awaiting_join = False
         self._awaiting_join_count -= 1
-        self._joins.append(CompletedJoin(member.member_id, response))
+        self._done.joins.append(CompletedJoin(member.member_id, response))
         return True
 
     def _complete_sync(self, member: ClassicGroupMember, response: SyncResponse) -> bool:
         if not member.awaiting_sync:
             return False
         member.awaiting_sync = False
-        self._syncs.append(CompletedSync(member.member_id, response))
+        self._done.syncs.append(CompletedSync(member.member_id, response))
         return True
 
     def _start_call(self) -> None:
-        self._joins = []
-        self._syncs = []
-        self._store_group = False
+        self._done.reset()
 
     def _effects(self) -> Effects:
-        return Effects(tuple(self._joins), tuple(self._syncs), self._store_group)
+        return self._done.effects()
 
     def _join_outcome(self, member_id: str, response: JoinResponse | None) -> JoinOutcome:
         """A join completed within its own call is answered directly, not as an effect."""
-        for index, each in enumerate(self._joins):
-            if response is None and each.member_id == member_id:
-                response = self._joins.pop(index).response
-                break
+        if response is None:
+            response = self._done.take_join(member_id)
         return JoinOutcome(member_id, response, self._effects())
 
     def _sync_outcome(self, member_id: str, response: SyncResponse | None) -> SyncOutcome:
-        for index, each in enumerate(self._syncs):
-            if response is None and each.member_id == member_id:
-                response = self._syncs.pop(index).response
-                break
+        if response is None:
+            response = self._done.take_sync(member_id)
         return SyncOutcome(member_id, response, self._effects())
 
 

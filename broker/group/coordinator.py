@@ -14,8 +14,19 @@ Empty), the group is written through ``store`` before any parked request is answ
 members learn their assignment only once it is in ``__consumer_offsets``. The append is
 synchronous, so no other call can step the group in between. If the write fails, the
 SyncGroups it would have answered get the error (Kafka's appendGroupMetadataErrorToResponseError);
-the members then rejoin, which starts a new rebalance. Groups loaded at start-up are added by
-``load_group`` (no timer: there is no running loop yet) and armed by ``arm_timers``.
+the members then rejoin, which starts a new rebalance. The same goes for a static member
+replaced in a Stable group: the record is rewritten with the new member id before the
+JoinGroup is answered, and a failed write fails that JoinGroup. When a call's effects say the
+group changed state, its ``current_state_timestamp_ms`` becomes the wall clock's now (Kafka's
+currentStateTimestamp, written in the record; offsets of an Empty group expire from it).
+
+Loading (Kafka's CoordinatorRuntime states, per ``__consumer_offsets`` partition): at start-up
+``begin_loading`` marks the partitions being loaded (``broker.group.loading``); while a group's
+partition (``partition_for``) loads, ``partition_error`` is COORDINATOR_LOAD_IN_PROGRESS and
+every group call here answers it (after the INVALID_GROUP_ID check, as Kafka); a partition
+whose load failed answers NOT_COORDINATOR. ``complete_loading`` adds the partition's groups
+(``restore_group``; an Empty group without protocol type for each group that has only
+offsets, Kafka's "simple consumer group") and arms their timers, all in one call.
 
 Time is ``clock.monotonic_ms()``; timers are set with ``call_later`` (the running loop's by
 default), both injected so tests step time by hand.
@@ -37,7 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol as TypingProtocol
 from typing import TypeVar
 
@@ -91,12 +102,16 @@ class GroupCoordinator:
         clock: Clock,
         call_later: CallLater = _loop_call_later,
         store: GroupStore | None = None,
+        partition_for: Callable[[str], int] = lambda group_id: 0,
     ) -> None:
         self.config = config
         self.store = store
         self.groups: dict[str, ClassicGroup] = {}
         self._clock = clock
         self._call_later = call_later
+        self._partition_for = partition_for
+        self._loading: set[int] = set()  # __consumer_offsets partitions being loaded
+        self._failed: set[int] = set()  # partitions whose load failed
         self._timers: dict[str, tuple[int, TimerHandle]] = {}  # group id -> (deadline, handle)
         self._joins: dict[tuple[str, str], asyncio.Future[JoinResponse]] = {}
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResponse]] = {}
@@ -110,9 +125,49 @@ class GroupCoordinator:
             group = self.groups[group_id] = ClassicGroup(group_id, config=self.config)
         return group
 
-    def load_group(self, group_id: str, value: GroupMetadataValue) -> None:
-        """A group replayed from ``__consumer_offsets``; its timer waits for ``arm_timers``."""
-        self.groups[group_id] = restore_group(group_id, value, config=self.config, now_ms=self._now_ms())
+    # ---- loading ---------------------------------------------------------------------------
+
+    def begin_loading(self, partitions: Iterable[int]) -> None:
+        self._loading.update(partitions)
+
+    @property
+    def loading(self) -> bool:
+        """True while any partition is loading (ListGroups then answers LOAD_IN_PROGRESS)."""
+        return bool(self._loading)
+
+    def is_loading(self, partition: int) -> bool:
+        """True while ``__consumer_offsets-<partition>`` is loading (transaction markers wait)."""
+        return partition in self._loading
+
+    def partition_error(self, group_id: str) -> ErrorCode | None:
+        """None when the group's partition is loaded (or was never loaded: a new topic)."""
+        if not (self._loading or self._failed):
+            return None
+        partition = self._partition_for(group_id)
+        if partition in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR if partition in self._failed else None
+
+    def complete_loading(
+        self, partition: int, groups: Mapping[str, GroupMetadataValue], *,
+        simple_groups: Iterable[str] = (), arm_timers: bool = True,
+    ) -> None:
+        """Add a loaded partition's groups and serve it. ``arm_timers=False`` when there is
+        no running loop yet (``arm_timers()`` later)."""
+        now_ms = self._now_ms()
+        for group_id, value in groups.items():
+            self.groups[group_id] = restore_group(group_id, value, config=self.config, now_ms=now_ms)
+        for group_id in simple_groups:
+            if group_id not in self.groups:
+                self.get_or_create_group(group_id)
+        self._loading.discard(partition)
+        if arm_timers:
+            for group_id in groups:
+                self._arm(self.groups[group_id])
+
+    def fail_loading(self, partition: int) -> None:
+        self._loading.discard(partition)
+        self._failed.add(partition)
 
     def arm_timers(self) -> None:
         """Arm every group's timer (on the event loop, once the loaded groups are in)."""
@@ -125,17 +180,23 @@ class GroupCoordinator:
         """The response, or a future of it when the request is parked."""
         if not group_id:
             return JoinResponse(ErrorCode.INVALID_GROUP_ID, request.member_id)
+        unavailable = self.partition_error(group_id)
+        if unavailable is not None:
+            return JoinResponse(unavailable, request.member_id)
         group = self.groups.get(group_id)
         if group is None and request.member_id != NO_MEMBER_ID:
             return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
         group = group or self.get_or_create_group(group_id)
         outcome = group.join(request, self._now_ms())
-        self._apply(group, outcome.effects)
+        error = self._apply(group, outcome.effects)
         if outcome.response is not None:
-            return outcome.response
+            return _failed_join(outcome.response, error)
         return self._park(self._joins, (group_id, outcome.member_id))
 
     def sync(self, group_id: str, request: SyncRequest) -> SyncResponse | asyncio.Future[SyncResponse]:
+        unavailable = self.partition_error(group_id) if group_id else None
+        if unavailable is not None:
+            return SyncResponse(unavailable)
         group = self.groups.get(group_id) if group_id else None
         if group is None:
             return SyncResponse(ErrorCode.UNKNOWN_MEMBER_ID if group_id else ErrorCode.INVALID_GROUP_ID)
@@ -148,6 +209,9 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, member_id: str, generation_id: int, *, group_instance_id: str | None = None
     ) -> ErrorCode:
+        unavailable = self.partition_error(group_id) if group_id else None
+        if unavailable is not None:
+            return unavailable
         group = self.groups.get(group_id) if group_id else None
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID if group_id else ErrorCode.INVALID_GROUP_ID
@@ -157,6 +221,9 @@ class GroupCoordinator:
         return error
 
     def leave(self, group_id: str, members: Sequence[MemberIdentity]) -> LeaveOutcome:
+        unavailable = self.partition_error(group_id) if group_id else None
+        if unavailable is not None:
+            return LeaveOutcome(unavailable, ())  # Kafka's LeaveGroup error response: no members
         group = self.groups.get(group_id) if group_id else None
         if group is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID if group_id else ErrorCode.INVALID_GROUP_ID
@@ -168,6 +235,9 @@ class GroupCoordinator:
 
     def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups for one group: only an Empty group goes (and leaves ``groups``)."""
+        unavailable = self.partition_error(group_id)
+        if unavailable is not None:
+            return unavailable
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -193,6 +263,8 @@ class GroupCoordinator:
     def _apply(self, group: ClassicGroup, effects: Effects) -> ErrorCode:
         """Store the group if asked, answer the parked requests ``effects`` names, then re-arm
         the group's timer; the store's error (NONE when it succeeded or was not asked)."""
+        if effects.state_changed:
+            group.current_state_timestamp_ms = self._clock.milliseconds()
         error = self._store(group) if effects.store_group else ErrorCode.NONE
         for join in effects.joins:
             _complete(self._joins.pop((group.group_id, join.member_id), None), join.response)
@@ -236,6 +308,14 @@ class GroupCoordinator:
         armed = self._timers.pop(group_id, None)
         if armed is not None:
             armed[1].cancel()
+
+
+def _failed_join(response: JoinResponse, error: ErrorCode) -> JoinResponse:
+    """A static member's replacement that could not be stored fails its JoinGroup (Kafka
+    reverts the replacement too; here the client rejoins and is replaced again)."""
+    if error is ErrorCode.NONE or response.error_code is not ErrorCode.NONE:
+        return response
+    return JoinResponse(error, NO_MEMBER_ID, response.generation_id)
 
 
 def _failed_sync(response: SyncResponse, error: ErrorCode) -> SyncResponse:

@@ -14,7 +14,9 @@ rebuilt from one at load (Kafka's ``GroupMetadataManager.replay(GroupMetadataKey
 A value with members is a Stable group (written when the leader's SyncGroup completed a
 rebalance); one without is an Empty group (written when the last member left or expired).
 A member's subscription is its metadata for the group's selected protocol, its only protocol
-once loaded. Loaded members' sessions start at load time, as in Kafka.
+once loaded. Loaded members' sessions start at load time, as in Kafka. The current state
+timestamp (wall clock: when the group last changed state; -1 unknown) comes back as the
+group's ``current_state_timestamp_ms``; the offsets of an Empty group expire from it.
 """
 
 from __future__ import annotations
@@ -49,17 +51,20 @@ def group_metadata_key(group_id: str) -> bytes:
     return _VERSION.pack(GROUP_METADATA_KEY_VERSION) + key.encode(GROUP_METADATA_KEY_VERSION)
 
 
-def group_metadata_value(group: ClassicGroup, *, current_state_timestamp_ms: int) -> bytes:
+def group_metadata_value(group: ClassicGroup, *, current_state_timestamp_ms: int | None = None) -> bytes:
     """The group's record value; every member needs an assignment (the group is Stable) or
-    there are none (Empty)."""
+    there are none (Empty). The timestamp is the group's own unless given; -1 when unknown
+    (Kafka's ``currentStateTimestampOrDefault``)."""
     protocol = group.protocol_name
     members = [_member_metadata(member, protocol) for member in group.members.values()]
+    if current_state_timestamp_ms is None:
+        current_state_timestamp_ms = group.current_state_timestamp_ms
     value = GroupMetadataValue(
         protocol_type=group.protocol_type or "",
         generation=group.generation_id,
         protocol=protocol,
         leader=group.leader_id,
-        current_state_timestamp=current_state_timestamp_ms,
+        current_state_timestamp=-1 if current_state_timestamp_ms is None else current_state_timestamp_ms,
         members=members,
     )
     return _VERSION.pack(GROUP_METADATA_VALUE_VERSION) + value.encode(GROUP_METADATA_VALUE_VERSION)
@@ -118,4 +123,5 @@ def restore_group(
         group_id, config=config, generation_id=value.generation,
         protocol_type=value.protocol_type or None, protocol_name=value.protocol,
         leader_id=value.leader, members=members,
+        current_state_timestamp_ms=None if value.current_state_timestamp < 0 else value.current_state_timestamp,
     )

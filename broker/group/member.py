@@ -13,11 +13,12 @@ sync timeouts police it instead); every other member is expired once ``now_ms`` 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from broker.group.values import Protocol
 
-__all__ = ["ClassicGroupMember"]
+__all__ = ["ClassicGroupMember", "candidate_protocols", "select_protocol"]
 
 
 @dataclass(slots=True)
@@ -71,3 +72,23 @@ class ClassicGroupMember:
     @property
     def expirable(self) -> bool:
         return self.is_new or not (self.awaiting_join or self.awaiting_sync)
+
+
+def candidate_protocols(members: Collection[ClassicGroupMember]) -> frozenset[str]:
+    """The protocols every member supports."""
+    each = iter(members)
+    first = next(each, None)
+    if first is None:
+        return frozenset()
+    return first.protocol_names.intersection(*(m.protocol_names for m in each))
+
+
+def select_protocol(members: Collection[ClassicGroupMember]) -> str:
+    """Kafka's ``selectProtocol``: each member votes for its most preferred candidate; most
+    votes wins, a tie going to the protocol voted first."""
+    candidates = candidate_protocols(members)
+    votes: dict[str, int] = {}
+    for member in members:
+        name = member.vote(candidates)
+        votes[name] = votes.get(name, 0) + 1
+    return max(votes, key=lambda name: votes[name])  # max keeps the first of a tie

@@ -25,14 +25,12 @@ consumer-group records (3+) are skipped when loading.
 
 Invariants: the cache changes only after the append returned, so a response never reports an
 offset that is not in the log; one write (one group) is one batch in one partition, so a crash
-keeps all of it or none. Loading is synchronous in ``Broker.startup``, before the listeners
-open: there is no window in which COORDINATOR_LOAD_IN_PROGRESS would be answered.
+keeps all of it or none. Loading happens in the background after the listeners open
+(``broker.group.loading``: COORDINATOR_LOAD_IN_PROGRESS meanwhile); nothing writes to a
+partition while it loads.
 
-Expiry (``offsets.retention.minutes``, checked every ``offsets.retention.check.interval.ms``):
-an offset with an expire timestamp expires at it; any other expires once its group is Empty
-(or unknown: a simple consumer) and its commit is older than the retention. Deviation: Kafka
-counts from the time a group with a protocol type became Empty; the group state machine does
-not record that yet, so the commit timestamp is the base for every group.
+Expiry (``offsets.retention.minutes``, checked every ``offsets.retention.check.interval.ms``)
+follows KIP-211 and deletes groups whose last offset expired: ``broker.group.expiry``.
 
 Owned by the broker's event loop; not thread-safe.
 """
@@ -41,32 +39,29 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker.group.expiry import cleanup_group_metadata
 from broker.group.group_records import (
-    decode_group_metadata_record,
     group_metadata_key,
     group_metadata_value,
 )
+from broker.group.transactional_offsets import PendingTransactionalOffsets
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages.group_coordinator.group_metadata_value import GroupMetadataValue
 from protocol.messages.group_coordinator.offset_commit_key import OffsetCommitKey
 from protocol.messages.group_coordinator.offset_commit_value import OffsetCommitValue
 from protocol.records import (
-    BATCH_HEADER_SIZE,
     Record,
-    decode_batch,
     encode_batch,
-    read_batch_header,
 )
 from replication.partition import Partition
+from storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.broker import Broker
     from broker.group.classic import ClassicGroup
-    from broker.group.coordinator import GroupCoordinator
     from broker.replica_manager import ReplicaManager
     from storage.clock import Clock
 
@@ -93,7 +88,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_COMMIT_KEY_VERSION = 1  # Kafka writes type 1; type 0 is the pre-0.10 layout, same bytes
 VALUE_VERSION_WITH_EXPIRE = 1
 VALUE_VERSION = 3  # Kafka's highest non-flexible version (MetadataVersion.offsetCommitValueVersion)
-LOAD_READ_BYTES = 1 << 20
 _VERSION = struct.Struct(">h")
 
 TopicPartition = tuple[str, int]
@@ -174,6 +168,8 @@ class OffsetStore:
         self.config = config
         self.clock = clock
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        # Offsets committed in transactions not yet ended (``broker.group.transactional_offsets``).
+        self.transactional = PendingTransactionalOffsets()
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -213,51 +209,44 @@ class OffsetStore:
         """DeleteGroups: tombstones for every offset of the group and for its GroupMetadata
         record, in one batch (Kafka's createGroupTombstoneRecords); the offsets deleted."""
         partitions = list(self._offsets.get(group_id, {}))
-        entries = [(offset_commit_key(group_id, *tp), None) for tp in partitions]
+        pending = sorted(self.transactional.partitions_of(group_id) - set(partitions))
+        entries = [(offset_commit_key(group_id, *tp), None) for tp in partitions + pending]
         self._append(group_id, [*entries, (group_metadata_key(group_id), None)])
         self._offsets.pop(group_id, None)
+        self.transactional.forget(group_id)  # pending transactional offsets go too (Kafka's)
         return len(partitions)
 
     def store_group(self, group: ClassicGroup) -> None:
         """Append the group's GroupMetadata record; raises the append's KafkaError."""
-        value = group_metadata_value(group, current_state_timestamp_ms=self.clock.milliseconds())
+        value = group_metadata_value(group)
         self._append(group.group_id, [(group_metadata_key(group.group_id), value)])
-
-    def expire(self, now_ms: int, *, is_empty: Callable[[str], bool]) -> int:
-        """Write tombstones for the expired offsets (see the module docstring); how many."""
-        expired = 0
-        for group_id in list(self._offsets):
-            partitions = [tp for tp, offset in self._offsets[group_id].items()
-                          if self._is_expired(offset, now_ms, group_id, is_empty)]
-            if partitions:
-                self._write_tombstones(group_id, partitions)
-                expired += len(partitions)
-                logger.info("expired %d offset(s) of group %s", len(partitions), group_id)
-        return expired
-
-    def _is_expired(
-        self, offset: OffsetAndMetadata, now_ms: int, group_id: str, is_empty: Callable[[str], bool]
-    ) -> bool:
-        if offset.expire_timestamp_ms is not None:
-            return now_ms >= offset.expire_timestamp_ms
-        return now_ms - offset.commit_timestamp_ms >= self.config.retention_ms and is_empty(group_id)
 
     def _write_tombstones(self, group_id: str, partitions: list[TopicPartition]) -> None:
         if not partitions:
             return
         self._append(group_id, [(offset_commit_key(group_id, *tp), None) for tp in partitions])
+        self.transactional.forget(group_id, partitions)
         cached = self._offsets.get(group_id, {})
         for tp in partitions:
             cached.pop(tp, None)
         if not cached:
             self._offsets.pop(group_id, None)
 
-    def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> None:
+    def _append(
+        self, group_id: str, entries: list[tuple[bytes, bytes | None]],
+        *, producer: tuple[int, int] | None = None,
+    ) -> None:
         partition = self._partition(self.partition_for(group_id))
         now_ms = self.clock.milliseconds()
         records = [Record(offset=i, timestamp=now_ms, key=key, value=value)
                    for i, (key, value) in enumerate(entries)]
-        _, waiters = partition.append_as_leader(encode_batch(records))
+        if producer is None:
+            _, waiters = partition.append_as_leader(encode_batch(records))
+        else:  # a transactional offset commit: the producer's id and epoch, no sequence
+            batch = encode_batch(records, producer_id=producer[0], producer_epoch=producer[1],
+                                 is_transactional=True)
+            _, waiters = partition.append_as_leader(
+                batch, origin=AppendOrigin.COORDINATOR, transaction_verified=True)
         for waiter in waiters:  # fetchers long-polling __consumer_offsets
             waiter()
 
@@ -283,84 +272,41 @@ class OffsetStore:
         topic = self.replica_manager.topic_by_name(OFFSETS_TOPIC)
         return self.config.num_partitions if topic is None else len(topic.partitions)
 
-    # ---- loading ---------------------------------------------------------------------
+    # ---- transactional offsets (``broker.group.transactional_offsets``) ----------------------
 
-    def load(self, *, coordinator: GroupCoordinator | None = None) -> int:
-        """Replay every ``__consumer_offsets`` partition into the cache, and the groups into
-        ``coordinator``; records applied."""
+    def commit_transactional(
+        self, group_id: str, producer_id: int, producer_epoch: int,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    ) -> None:
+        """TxnOffsetCommit: append one transactional batch; the offsets stay pending until the
+        transaction's marker (``complete_transaction``). Raises the append's KafkaError."""
+        if not offsets:
+            return
+        self._append(group_id, [(offset_commit_key(group_id, *tp), offset_commit_value(o))
+                                for tp, o in offsets.items()], producer=(producer_id, producer_epoch))
+        self.transactional.add(producer_id, group_id, offsets)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A marker was written to ``__consumer_offsets-<partition>``: the producer's pending
+        offsets of that partition's groups become committed (or are dropped)."""
+        ended = self.transactional.complete(
+            producer_id, commit, lambda group_id: self.partition_for(group_id) == partition)
+        for group_id, offsets in ended.items():
+            self._offsets.setdefault(group_id, {}).update(offsets)
+
+    # ---- loading (``broker.group.loading`` reads a partition; this takes its offsets) --------
+
+    def add_loaded(self, offsets: Mapping[str, dict[TopicPartition, OffsetAndMetadata]]) -> None:
+        """A loaded partition's offsets, by group (its groups live in that partition only)."""
+        self._offsets.update(offsets)
+
+    def hosted_partitions(self) -> list[int]:
+        """The ``__consumer_offsets`` partitions hosted here (none before the first commit)."""
         topic = self.replica_manager.topic_by_name(OFFSETS_TOPIC)
         if topic is None:
-            return 0
-        applied = 0
-        groups: dict[str, GroupMetadataValue] = {}
-        for index in sorted(topic.partitions):
-            partition = self.replica_manager.partition(OFFSETS_TOPIC, index)
-            if partition is not None:
-                applied += self.replay(_records_of(partition), groups=groups)
-        if coordinator is not None:
-            for group_id, value in groups.items():
-                coordinator.load_group(group_id, value)
-        logger.info("loaded %d offset(s) of %d group(s) and %d group(s) from %s",
-                    sum(map(len, self._offsets.values())), len(self._offsets), len(groups), OFFSETS_TOPIC)
-        return applied
-
-    def replay(self, records: Iterable[Record], *, groups: dict[str, GroupMetadataValue] | None = None) -> int:
-        """Apply offset commits to the cache and GroupMetadata records to ``groups`` (the last
-        value of each group; a tombstone removes it)."""
-        applied = 0
-        for record in records:
-            if record.key is None:
-                continue
-            metadata = decode_group_metadata_record(record.key, record.value)
-            if metadata is not None:
-                if groups is not None:
-                    _replay_group(groups, *metadata)
-                applied += 1
-                continue
-            decoded = decode_offsets_record(record.key, record.value)
-            if decoded is None:
-                continue
-            key, offset = decoded
-            if offset is None:
-                group = self._offsets.get(key.group, {})
-                group.pop((key.topic, key.partition), None)
-                if not group:
-                    self._offsets.pop(key.group, None)
-            else:
-                self._offsets.setdefault(key.group, {})[(key.topic, key.partition)] = offset
-            applied += 1
-        return applied
-
-
-def _replay_group(groups: dict[str, GroupMetadataValue], group_id: str, value: GroupMetadataValue | None) -> None:
-    if value is None:
-        groups.pop(group_id, None)
-    else:
-        groups[group_id] = value
-
-
-def _records_of(partition: Partition) -> Iterator[Record]:
-    """Every record of the partition's log, in offset order (control batches skipped)."""
-    log = partition.log
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        fetched = log.read(offset, LOAD_READ_BYTES)
-        if fetched is None:
-            return
-        data = memoryview(fetched.read())
-        position = 0
-        while position + BATCH_HEADER_SIZE <= len(data):
-            header = read_batch_header(data, position)
-            if position + header.size_in_bytes > len(data):
-                break
-            batch = decode_batch(data, position)
-            if not batch.is_control:
-                yield from batch.records
-            offset = batch.next_offset
-            position += header.size_in_bytes
-        if position == 0:
-            raise KafkaError(f"{log.directory.name}: a batch at offset {offset} exceeds the read size")
-
+            return []
+        return [index for index in sorted(topic.partitions)
+                if self.replica_manager.partition(OFFSETS_TOPIC, index) is not None]
 
 def group_is_empty(broker: Broker, group_id: str) -> bool:
     """True when the group has no members: Empty, Dead, or unknown to the coordinator."""
@@ -372,11 +318,12 @@ def group_is_empty(broker: Broker, group_id: str) -> bool:
 
 
 def expire_offsets(broker: Broker) -> int:
-    """The scheduled expiry check (on the event loop)."""
+    """The scheduled expiry check (on the event loop): ``broker.group.expiry``; offsets expired."""
     store = getattr(broker, "offset_store", None)
     if store is None:
         return 0
-    return store.expire(broker.clock.milliseconds(), is_empty=lambda g: group_is_empty(broker, g))
+    coordinator = getattr(broker, "group_coordinator", None)
+    return cleanup_group_metadata(store, coordinator, broker.clock.milliseconds()).expired_offsets
 
 
 def coordinator_error_code(error: KafkaError) -> int:

@@ -12,8 +12,10 @@ Holds no state; pure data.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 
 from protocol.errors import ErrorCode
 
@@ -21,6 +23,7 @@ __all__ = [
     "NO_GENERATION",
     "NO_LEADER",
     "NO_MEMBER_ID",
+    "VALID_PREVIOUS_STATES",
     "CompletedJoin",
     "CompletedSync",
     "Effects",
@@ -54,6 +57,17 @@ class GroupState(Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+
+
+# Kafka's ClassicGroupState.validPreviousStates: the states each state may be entered from.
+VALID_PREVIOUS_STATES: Mapping[GroupState, frozenset[GroupState]] = MappingProxyType({
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(GroupState),
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +156,15 @@ class CompletedSync:
 @dataclass(frozen=True, slots=True)
 class Effects:
     """Parked requests to answer now, in order. Empty when nothing was completed.
-    ``store_group``: the group completed a rebalance (Stable) or became Empty, and its
-    GroupMetadata record is to be written before the requests are answered."""
+    ``store_group``: the group completed a rebalance (Stable), became Empty, or replaced a
+    static member while Stable, and its GroupMetadata record is to be written before the
+    requests are answered. ``state_changed``: the group changed state during the call (the
+    shell records when: Kafka's current state timestamp)."""
 
     joins: tuple[CompletedJoin, ...] = ()
     syncs: tuple[CompletedSync, ...] = ()
     store_group: bool = False
+    state_changed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,13 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupState, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 from broker.group.offsets import OFFSETS_TOPIC, partition_for
+from protocol.errors import ErrorCode
 from protocol.messages.heartbeat_request import HeartbeatRequest
 from protocol.messages.heartbeat_response import HeartbeatResponse
 from protocol.messages.offset_commit_request import (
@@ -141,14 +142,27 @@ def test_admin_list_consumer_group_offsets(broker) -> None:  # type: ignore[no-u
 
 
 def _heartbeat(broker, group_id: str, member_id: str, generation_id: int) -> int:  # type: ignore[no-untyped-def]
+    """The Heartbeat's error code, retried while the group's partition loads after a restart."""
     request = HeartbeatRequest(group_id=group_id, generation_id=generation_id, member_id=member_id)
-    response = Client(broker).call(12, 4, request, HeartbeatResponse, flexible=True)
-    return int(response.error_code)
+    client = Client(broker)
+    deadline = time.monotonic() + 15
+    while True:
+        code = int(client.call(12, 4, request, HeartbeatResponse, flexible=True).error_code)
+        if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+            return code
 
 
 def _describe(broker, group_id: str):  # type: ignore[no-untyped-def]
+    """librdkafka's DescribeConsumerGroups reports COORDINATOR_LOAD_IN_PROGRESS (just after a
+    restart) to the caller instead of retrying, against Kafka too: retry it here."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
-    return admin.describe_consumer_groups([group_id])[group_id].result(15)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            return admin.describe_consumer_groups([group_id])[group_id].result(15)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+                raise
 
 
 def test_group_metadata_survives_restarts(start_broker) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ KAFKA_4_MINIMUM = {
     37: 0, 44: 0, 60: 0, 34: 1, 43: 0, 75: 0,
     8: 2, 9: 1, 47: 0,  # OffsetCommit, OffsetFetch, OffsetDelete
     10: 1, 11: 2, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 42: 0,  # the classic group APIs
+    24: 0, 25: 0, 26: 0, 27: 1, 28: 0, 65: 0, 66: 0,  # transactions (WriteTxnMarkers v0 is gone)
 }
 SAMSA_APIS = {10000: 0}  # SamsaDescribeLogSegments (protocol/schemas/)
 

@@ -166,6 +166,7 @@ def make_broker(log_dir: Path, clock: ManualClock) -> Broker:
     properties = {"log.dirs": str(log_dir), "offsets.topic.num.partitions": "3"}
     broker = Broker.create(BrokerConfig.from_properties(properties), clock=clock)
     broker.startup()
+    broker.offsets_loader.load_all()  # what the daemon does in the background
     return broker
 
 

@@ -1,5 +1,6 @@
 """Committed offsets in ``__consumer_offsets``: partitioning, record bytes, replay, expiry,
-tombstones, and the OffsetCommit/OffsetFetch/OffsetDelete handlers called directly."""
+tombstones, and the OffsetCommit/OffsetFetch/OffsetDelete handlers called directly (expiry:
+``test_group_expiry``)."""
 
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ def make_broker(log_dir: Path, clock: ManualClock, **overrides: str) -> Broker:
     properties = {"log.dirs": str(log_dir), "offsets.topic.num.partitions": "3", **overrides}
     broker = Broker.create(BrokerConfig.from_properties(properties), clock=clock)
     broker.startup()
+    broker.offsets_loader.load_all()  # what the daemon does in the background
     return broker
 
 
@@ -134,30 +136,6 @@ def test_replay_after_restart_applies_commits_and_tombstones(tmp_path: Path, clo
         assert not reopened.offset_store.has_group("h")
     finally:
         reopened.shutdown()
-
-
-def test_expiry_with_a_fake_clock_writes_tombstones(tmp_path: Path, clock: ManualClock) -> None:
-    broker = make_broker(tmp_path, clock, **{"offsets.retention.minutes": "10"})
-    store = broker.offset_store
-    store.commit("simple", {("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=clock.now_ms)})
-    store.commit("busy", {("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=clock.now_ms)})
-    store.commit("old-style", {("t", 0): OffsetAndMetadata(
-        1, commit_timestamp_ms=clock.now_ms, expire_timestamp_ms=clock.now_ms + MINUTE_MS)})
-
-    def is_empty(group_id: str) -> bool:
-        return group_id != "busy"
-
-    clock.advance(MINUTE_MS)
-    assert store.expire(clock.now_ms, is_empty=is_empty) == 1  # the explicit expire timestamp
-    clock.advance(9 * MINUTE_MS - 1)
-    assert store.expire(clock.now_ms, is_empty=is_empty) == 0
-    clock.advance(1)
-    assert store.expire(clock.now_ms, is_empty=is_empty) == 1  # "busy" has members: kept
-    assert store.groups() == ["busy"]
-    broker.shutdown()
-    reopened = make_broker(tmp_path, clock)
-    assert reopened.offset_store.groups() == ["busy"]
-    reopened.shutdown()
 
 
 # ---- handlers, called directly ---------------------------------------------------------

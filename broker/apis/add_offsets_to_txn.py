@@ -1,0 +1,47 @@
+"""AddOffsetsToTxn: v0–v4.
+
+Adds the group's ``__consumer_offsets`` partition (``abs(java_hash(group_id)) % partitions``)
+to the producer's transaction, as AddPartitionsToTxn would, so that the group's
+TxnOffsetCommit may follow and its COMMIT/ABORT marker reaches that partition. Errors: the
+coordinator's (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED — below v2 INVALID_PRODUCER_EPOCH —,
+CONCURRENT_TRANSACTIONS, INVALID_REQUEST for an empty transactional id).
+
+Not implemented: authorization (TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED never answered).
+"""
+
+from __future__ import annotations
+
+from broker.apis import ApiSpec, RequestContext, register
+from broker.group.offsets import OFFSETS_TOPIC
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+
+PRODUCER_FENCED_VERSION = 2
+
+
+def handle(context: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    broker = context.broker
+    partition = (OFFSETS_TOPIC, broker.offset_store.partition_for(request.group_id))
+    error = broker.transactions.coordinator.add_partitions(
+        request.transactional_id, request.producer_id, request.producer_epoch, [partition]
+    )
+    if error is ErrorCode.PRODUCER_FENCED and context.api_version < PRODUCER_FENCED_VERSION:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return AddOffsetsToTxnResponse(error_code=error)
+
+
+def error_response(request: AddOffsetsToTxnRequest, error: KafkaError) -> AddOffsetsToTxnResponse:
+    return AddOffsetsToTxnResponse(error_code=error.code)
+
+
+SPEC = register(
+    ApiSpec(
+        api_key=AddOffsetsToTxnRequest.API_KEY,
+        min_version=0,
+        max_version=AddOffsetsToTxnRequest.MAX_VERSION,
+        handle=handle,
+        error_response=error_response,
+        name="AddOffsetsToTxn",
+    )
+)
