@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from broker.group.offsets import decode_offsets_record
 from protocol.records import BatchHeader, Record
 from storage.inspect import (
     BatchInfo,
@@ -127,6 +126,8 @@ def record_fields(record: Record, header: BatchHeader) -> dict[str, Any]:
 
 def offsets_record_fields(record: Record) -> dict[str, Any]:
     """The key and payload of a ``__consumer_offsets`` record, decoded (raw text if unknown)."""
+    from broker.group.offsets import decode_offsets_record  # heavy: imported only when dumping
+
     try:
         decoded = decode_offsets_record(record.key, record.value) if record.key else None
     except Exception as error:  # a damaged record still prints, with the reason

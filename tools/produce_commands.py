@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from samsa.errors import KafkaError
-from samsa.producer import Producer
 from samsa.types import RecordMetadata
 from tools.client_options import add_client_options, client_config
+
+if TYPE_CHECKING:  # the producer is imported when a command runs: `samsa --help` stays quick
+    from samsa.producer import Producer
 
 __all__ = ["produce_lines", "register", "split_lines"]
 
@@ -106,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     separator = args.key_separator.encode("utf-8") if args.key_separator is not None else None
     outcome = _Outcome()
     failure = None
+    from samsa.producer import Producer
+
     with Producer(client_config(args, **extra)) as producer:
         partitions = producer.partitions_for(args.topic, wait=False)  # fail fast, say why
         if args.partition is not None and args.partition not in partitions:
