@@ -5,7 +5,7 @@ is byte for byte what ``encode_batch`` writes for the same records."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol.compression import CompressionType
@@ -37,7 +37,7 @@ def build(entries: list[tuple[int, bytes | None, bytes | None, list[tuple[str, b
     return builder.close(**close)  # type: ignore[arg-type]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.data_too_large])
 @given(records, st.sampled_from(list(CompressionType)))
 def test_records_decode_back_for_every_codec(entries, codec) -> None:  # type: ignore[no-untyped-def]
     batch = build(entries, compression=codec, producer_id=7, producer_epoch=3, base_sequence=11)
@@ -54,7 +54,7 @@ def test_records_decode_back_for_every_codec(entries, codec) -> None:  # type: i
         for index, (delta, key, value, record_headers) in enumerate(entries)]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.data_too_large])
 @given(records)
 def test_uncompressed_bytes_equal_protocol_encode_batch(entries) -> None:  # type: ignore[no-untyped-def]
     ours = build(entries, producer_id=5, producer_epoch=0, base_sequence=100)
