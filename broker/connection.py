@@ -160,6 +160,8 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.metrics = self.broker.metrics  # None when metrics.port is 0
         self.connection_id = "?"
+        self.client_host = ""
+        self.principal = "User:ANONYMOUS"
         self.last_active = 0.0
         self._loop = asyncio.get_event_loop()
         self._frames: deque[memoryview] = deque()
@@ -181,6 +183,7 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.connection_id = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = peer[0] if peer else ""
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self._socket_fd = sock.fileno()
@@ -291,7 +294,11 @@ class KafkaConnection(asyncio.Protocol):
         except DecodeError as error:
             self._refuse(slot, f"unreadable {spec.name} v{version} request: {error}")
             return
-        self._dispatch(slot, spec, RequestContext(header, version, self.broker, self.connection_id), request)
+        self._dispatch(slot, spec, self._context(header, version), request)
+
+    def _context(self, header: RequestHeader, version: int) -> RequestContext:
+        return RequestContext(header, version, self.broker, self.connection_id, self.principal,
+                              self.client_host)
 
     def _dispatch(self, slot: Slot, spec: ApiSpec, context: RequestContext, request: Message) -> None:
         try:
@@ -374,7 +381,7 @@ class KafkaConnection(asyncio.Protocol):
         except DecodeError as error:
             self._refuse(slot, f"unreadable {spec.name} v{version} request: {error}")
             return
-        context = RequestContext(header, version, self.broker, self.connection_id)
+        context = self._context(header, version)
         refusal = UnsupportedVersionError(f"{spec.name} v{version} is not supported")
         self._complete(slot, spec, context, request, spec.error_response(request, refusal))
 

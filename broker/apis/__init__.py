@@ -77,6 +77,10 @@ class RequestContext:
     api_version: int
     broker: Broker
     connection_id: str
+    # Who sent the request (Kafka's KafkaPrincipal as "Type:name") and from where: PLAINTEXT
+    # connections are "User:ANONYMOUS"; an authenticated (SASL) connection carries its user.
+    principal: str = "User:ANONYMOUS"
+    client_host: str = ""
 
     @property
     def client_id(self) -> str | None:
