@@ -6,6 +6,8 @@ new batch when that one is full; ``ready()`` says which brokers have a batch wor
 (full, or older than ``linger.ms``, or a flush/close/memory shortage that hurries everything);
 ``drain()`` takes, for one broker, the first batch of each of its partitions up to
 ``max.request.size`` bytes, rotating the partition it starts from so none starves.
+``ready()`` also reports each topic's queue lengths to ``load_listener`` (the partitioner's
+adaptive weights).
 Batches that failed with a retriable error come back with ``reenqueue()`` (to the front,
 in sequence order, after ``retry.backoff.ms`` growing exponentially); ``expire()`` removes
 batches past ``delivery.timeout.ms``.
@@ -38,7 +40,6 @@ from samsa.types import TopicPartition
 __all__ = [
     "APPENDED",
     "BATCH_FULL",
-    "NEEDS_NEW_BATCH",
     "NEW_BATCH",
     "NO_MEMORY",
     "ProducerBatch",
@@ -51,7 +52,6 @@ APPENDED = 1  # the record is in a batch
 NEW_BATCH = 2  # ... in a batch created for it (the sender should look again)
 BATCH_FULL = 4  # the partition now has a batch that will take no more records
 NO_MEMORY = 8  # not appended: buffer.memory is used up
-NEEDS_NEW_BATCH = 16  # not appended: it needs a new batch and the caller asked to be told
 
 
 def now_ms() -> float:
@@ -145,12 +145,14 @@ class RecordAccumulator:
         self._memory_waiters = 0
         self._async_waiters: list[asyncio.Future[None]] = []
         self._drain_start: dict[int, int] = {}
+        # called by ready() with {topic: {partition: queued batches, -1 if it has no leader}}
+        # for every partition that has had a queue
+        self.load_listener: Callable[[dict[str, dict[int, int]]], None] | None = None
 
     # --- appending (any thread) ----------------------------------------------------------
 
     def append(self, tp: TopicPartition, timestamp: int, key: Any, value: Any,
-               headers: bytes | None, record: Any,
-               abort_on_new_batch: bool = False) -> int:
+               headers: bytes | None, record: Any) -> int:
         """Encode one record into ``tp``'s open batch or a new one; flags (see the top)."""
         lock = self.lock
         lock.acquire()  # not "with": this is the hot path, and "with" costs twice as much
@@ -167,8 +169,6 @@ class RecordAccumulator:
                 full = BATCH_FULL
             else:
                 full = 0
-            if abort_on_new_batch:
-                return NEEDS_NEW_BATCH | full
             return self._append_new_batch(tp, timestamp, key, value, headers, record) | full
         finally:
             lock.release()
@@ -194,6 +194,12 @@ class RecordAccumulator:
             return APPENDED | NEW_BATCH | BATCH_FULL
         self._open[tp] = batch
         return APPENDED | NEW_BATCH
+
+    def batches_complete(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s last batch takes no more records (full or drained), or it has none
+        (Kafka's ``allBatchesFull``; read without the lock: a stale answer only shifts when the
+        sticky partition moves on by a record)."""
+        return tp not in self._open
 
     def wait_for_memory(self, size: int, timeout: float) -> bool:
         """Block (a producing thread) until ``size`` bytes could be reserved, or ``timeout``."""
@@ -231,11 +237,17 @@ class RecordAccumulator:
         unknown: set[str] = set()
         hurry = self.closing or self.flushes_in_progress > 0 or self.memory_exhausted
         muted_set = set(muted)
+        loads: dict[str, dict[int, int]] | None = {} if self.load_listener is not None else None
         with self.lock:
             for tp, queue in self._queues.items():
+                leader = leaders.get(tp, -1)
+                if loads is not None:
+                    load = loads.get(tp.topic)
+                    if load is None:
+                        load = loads[tp.topic] = {}
+                    load[tp.partition] = len(queue) if leader >= 0 else -1
                 if not queue:
                     continue
-                leader = leaders.get(tp, -1)
                 if leader < 0:
                     unknown.add(tp.topic)
                     continue
@@ -256,6 +268,8 @@ class RecordAccumulator:
                     next_delay = wait if next_delay is None else min(next_delay, wait)
         for node, partitions in ready.items():  # a ready node takes its other partitions too
             partitions.extend(waiting.get(node, ()))
+        if loads and self.load_listener is not None:
+            self.load_listener(loads)
         return ready, next_delay, unknown
 
     def drain(self, node: int, partitions: list[TopicPartition], max_size: int, now: float,

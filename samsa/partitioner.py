@@ -5,24 +5,29 @@
   ``(murmur2(key) & 0x7fffffff) % number_of_partitions`` over *all* partitions of the topic,
   with Kafka's ``Utils.murmur2`` (seed 0x9747b28c), so keys land where the Java client,
   librdkafka's ``murmur2_random`` and kafka-python put them.
-- A record without a key sticks to one partition (KIP-480): the topic's sticky partition
-  changes when a record would need a new batch there (the last one is full or was sent), to a
-  random partition with a leader (another one when there is a choice), and that record goes
-  to the new partition. Null-key records so fill whole batches instead of being spread
-  thinly over many small ones.
+- A record without a key goes to the topic's sticky partition, Kafka's built-in partitioner
+  since 3.3 (KIP-794): it changes once ``batch.size`` bytes have gone to it and its last
+  batch is complete (full or already sent), or unconditionally after twice that, so each
+  partition gets about the same bytes in whole batches. The next one is drawn at random
+  among the partitions with a leader; with ``partitioner.adaptive.partitioning.enable``
+  (the default) the draw is weighted against partitions whose queues are longer (a slower
+  broker gets less), as soon as the sender has seen a queue for every partition.
 
-State: ``StickyPartitioner`` keeps the current partition of each topic. Producing threads
-call it under no lock of its own: a race can only make two records pick differently, which
-the rule allows (dict updates are atomic under the GIL).
+State: ``BuiltInPartitioner`` keeps each topic's current partition and bytes produced to it
+(written by producing threads, no lock of its own: a race can only make records pick
+differently or a count come out a record short, which the rule allows; dict updates are
+atomic under the GIL) and the queue-size weights (replaced whole by the sender's thread).
 """
 
 from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from itertools import accumulate
 
-__all__ = ["StickyPartitioner", "murmur2", "partition_for_key"]
+__all__ = ["BuiltInPartitioner", "murmur2", "partition_for_key", "weighted_index"]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -75,33 +80,59 @@ def partition_for_key(key: bytes | bytearray | memoryview, number_of_partitions:
     return (murmur2(key) & 0x7FFFFFFF) % number_of_partitions
 
 
-class StickyPartitioner:
+def weighted_index(cumulative: Sequence[int], draw: int) -> int:
+    """The bucket of ``draw`` (0 <= draw < cumulative[-1]) where bucket i holds the draws
+    cumulative[i-1] <= draw < cumulative[i]."""
+    return bisect_right(cumulative, draw)
+
+
+class BuiltInPartitioner:
     """The partition for null-key records of each topic (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch_size: int, *, adaptive: bool = True) -> None:
+        self.sticky_batch_size = max(batch_size, 1)
+        self.adaptive = adaptive
         self.current: dict[str, int] = {}  # topic -> partition; read directly by send()
+        self.produced: dict[str, int] = {}  # topic -> bytes to the current partition
+        # topic -> (partition ids, cumulative weights), None: draw uniformly
+        self._load: dict[str, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
 
     def partition(self, topic: str, available: Sequence[int], all_partitions: int) -> int:
         """The sticky partition of ``topic``: one of ``available`` (partitions with a leader),
         or of ``range(all_partitions)`` when none has a leader."""
         current = self.current.get(topic)
         if current is None or current >= all_partitions:
-            current = self.current[topic] = self._choose(available, all_partitions, -1)
+            current = self.current[topic] = self._choose(topic, available, all_partitions)
+            self.produced[topic] = 0
         return current
 
-    def on_new_batch(self, topic: str, previous: int, available: Sequence[int],
-                     all_partitions: int) -> None:
-        """A record for ``previous`` would need a new batch: move on (unless another thread
-        already did), so the record and those after it start a batch elsewhere."""
-        if self.current.get(topic, previous) == previous:
-            self.current[topic] = self._choose(available, all_partitions, previous)
+    def record_appended(self, topic: str, partition: int, size: int, batches_complete: bool,
+                        available: Sequence[int], all_partitions: int) -> None:
+        """``size`` bytes went to ``partition`` as the sticky one; ``batches_complete``: its
+        last batch takes no more records (or was sent). Moves on when it is time."""
+        if self.current.get(topic) != partition:
+            return  # another thread moved on already
+        produced = self.produced.get(topic, 0) + size
+        if produced >= self.sticky_batch_size and (
+                batches_complete or produced >= 2 * self.sticky_batch_size):
+            self.current[topic] = self._choose(topic, available, all_partitions)
+            produced = 0
+        self.produced[topic] = produced
 
-    @staticmethod
-    def _choose(available: Sequence[int], all_partitions: int, current: int) -> int:
-        choices: Sequence[int] = available if available else range(all_partitions)
-        if len(choices) == 1:
-            return choices[0]
-        while True:
-            chosen = random.choice(choices)
-            if chosen != current:
-                return chosen
+    def update_load(self, topic: str, queue_sizes: Mapping[int, int]) -> None:
+        """The sender's queue length (batches) of each partition of ``topic`` with a leader:
+        the weights of the next draws (Kafka's ``updatePartitionLoadStats``)."""
+        if not self.adaptive or not queue_sizes or len(set(queue_sizes.values())) == 1:
+            self._load[topic] = None  # no difference: uniform
+            return
+        longest = max(queue_sizes.values()) + 1
+        partitions = tuple(sorted(queue_sizes))
+        self._load[topic] = (partitions, tuple(accumulate(
+            longest - queue_sizes[partition] for partition in partitions)))
+
+    def _choose(self, topic: str, available: Sequence[int], all_partitions: int) -> int:
+        load = self._load.get(topic)
+        if load is not None:
+            partitions, cumulative = load
+            return partitions[weighted_index(cumulative, random.randrange(cumulative[-1]))]
+        return random.choice(available if available else range(all_partitions))

@@ -43,8 +43,8 @@ from typing import Any
 
 from protocol.errors import MessageTooLargeError
 from samsa._accumulator import (
+    APPENDED,
     BATCH_FULL,
-    NEEDS_NEW_BATCH,
     NEW_BATCH,
     NO_MEMORY,
     RecordAccumulator,
@@ -64,7 +64,7 @@ from samsa._producer_metadata import ProducerMetadata, TopicPartitions
 from samsa._sender import Sender
 from samsa.config import parse_config
 from samsa.errors import ClientClosedError, KafkaTimeoutError
-from samsa.partitioner import StickyPartitioner, partition_for_key
+from samsa.partitioner import BuiltInPartitioner, partition_for_key
 from samsa.types import RecordMetadata
 
 __all__ = ["AsyncProducer", "Producer"]
@@ -105,7 +105,10 @@ class _Core:
         idempotence = IdempotenceState() if config["enable.idempotence"] else None
         self.sender = Sender(config, self.cluster, self.accumulator, self.metadata, delivery,
                              idempotence)
-        self.partitioner = StickyPartitioner()
+        self.partitioner = BuiltInPartitioner(
+            config["batch.size"], adaptive=config["partitioner.adaptive.partitioning.enable"])
+        if self.partitioner.adaptive:
+            self.accumulator.load_listener = self._update_loads
         self.max_block_ms: int = config["max.block.ms"]
         self.max_request_size: int = config["max.request.size"]
         self.buffer_memory: int = config["buffer.memory"]
@@ -161,27 +164,38 @@ class _Core:
         return None
 
     def append(self, info: TopicPartitions, topic: str, partition: int, timestamp: int,
-               key: Any, value: Any, headers: bytes | None,
-               record: Any, *, previous: int = -1
-               ) -> tuple[int, int]:
-        """Append to ``partition`` (-1: the sticky one, moving on when it needs a new batch;
-        ``previous``: the sticky partition that just needed one); (flags, partition used)."""
+               key: Any, value: Any, headers: bytes | None, record: Any) -> tuple[int, int]:
+        """Append to ``partition`` (-1: the sticky one); (flags, partition used)."""
         if partition >= 0:
             return self.accumulator.append(info.partitions[partition], timestamp, key, value,
                                            headers, record), partition
         count = len(info.partitions)
-        if previous < 0:
-            sticky = self.partitioner.partition(topic, info.available, count)
-            flags = self.accumulator.append(info.partitions[sticky], timestamp, key, value,
-                                            headers, record, True)
-            if not flags & NEEDS_NEW_BATCH:
-                return flags, sticky
-            previous = sticky
-        self.partitioner.on_new_batch(topic, previous, info.available, count)
         sticky = self.partitioner.partition(topic, info.available, count)
-        flags = self.accumulator.append(info.partitions[sticky], timestamp, key, value,
-                                        headers, record)
+        tp = info.partitions[sticky]
+        flags = self.accumulator.append(tp, timestamp, key, value, headers, record)
+        if flags & APPENDED:
+            size = (0 if key is None else len(key)) + (0 if value is None else len(value)) \
+                + (0 if headers is None else len(headers)) + RECORD_OVERHEAD
+            self.partitioner.record_appended(topic, sticky, size,
+                                             self.accumulator.batches_complete(tp),
+                                             info.available, count)
         return flags, sticky
+
+    def _update_loads(self, loads: dict[str, dict[int, int]]) -> None:
+        """The accumulator's queue lengths -> the partitioner's weights (sender's thread).
+        As Kafka's, only once every partition of the topic has had a queue."""
+        for topic, load in loads.items():
+            info = self.metadata.topics.get(topic)
+            if info is None:
+                continue
+            complete = len(load) >= len(info.partitions)
+            self.partitioner.update_load(topic, {partition: size for partition, size
+                                                 in load.items() if size >= 0} if complete else {})
+
+
+# What a record adds to a batch beyond its key, value and headers (length, attributes and
+# delta varints, for small records): the partitioner's count of bytes produced.
+RECORD_OVERHEAD = 8
 
 
 def _check_open(core: _Core | None, closed: bool) -> _Core:
@@ -213,6 +227,8 @@ class Producer:
         self._wakeup = self._core.sender.wakeup_threadsafe
         self._append = self._core.accumulator.append
         self._sticky = self._core.partitioner.current
+        self._produced = self._core.partitioner.produced
+        self._sticky_batch_size = self._core.partitioner.sticky_batch_size
         self._sender = self._core.sender
         self._unchecked_size = self._core.unchecked_size
         self._serializing = (self.config["key.serializer"] is not None
@@ -262,15 +278,21 @@ class Producer:
             future._callback = on_delivery
         if partition is None and (key is None or core.ignore_keys):
             sticky = self._sticky.get(topic)
-            if sticky is None:
+            if sticky is None or header_bytes is not None:
                 flags, sticky = core.append(info, topic, -1, timestamp, key, value,
                                             header_bytes, future)
-            else:
-                flags = self._append(info.partitions[sticky], timestamp, key, value,
-                                     header_bytes, future, True)
-                if flags & NEEDS_NEW_BATCH:
-                    flags, sticky = core.append(info, topic, -1, timestamp, key, value,
-                                                header_bytes, future, previous=sticky)
+            else:  # core.append's sticky case, inlined
+                tp = info.partitions[sticky]
+                flags = self._append(tp, timestamp, key, value, None, future)
+                if flags & APPENDED:
+                    size = key_size + value_size + RECORD_OVERHEAD + 2  # sizes are -1 if None
+                    produced = self._produced.get(topic, 0) + size
+                    if produced < self._sticky_batch_size:
+                        self._produced[topic] = produced
+                    else:
+                        core.partitioner.record_appended(
+                            topic, sticky, size, core.accumulator.batches_complete(tp),
+                            info.available, len(info.partitions))
             chosen = -1
         else:
             chosen = core.route(info, topic, key, partition)

@@ -10,7 +10,6 @@ from protocol.records import decode_batch
 from samsa._accumulator import (
     APPENDED,
     BATCH_FULL,
-    NEEDS_NEW_BATCH,
     NEW_BATCH,
     NO_MEMORY,
     ProducerBatch,
@@ -99,12 +98,23 @@ def test_unknown_leaders_are_reported_by_topic() -> None:
     assert ready == {} and unknown == {"new"}
 
 
-def test_abort_on_new_batch_appends_nothing() -> None:
+def test_batches_complete_until_a_batch_opens_and_again_once_drained() -> None:
     acc = accumulator()
-    assert append(acc, A0, "r", abort_on_new_batch=True) == NEEDS_NEW_BATCH
-    assert acc.incomplete() == []
-    fill(acc, A0, 1)
-    assert append(acc, A0, "r", abort_on_new_batch=True) == APPENDED
+    assert acc.batches_complete(A0)  # no batch at all
+    append(acc, A0, "r")
+    assert not acc.batches_complete(A0)
+    acc.drain(0, [A0], 1 << 20, now_ms())
+    assert acc.batches_complete(A0)
+
+
+def test_ready_reports_queue_lengths_per_topic() -> None:
+    acc = accumulator()
+    seen: list[dict[str, dict[int, int]]] = []
+    acc.load_listener = seen.append
+    append(acc, A0, "r")
+    append(acc, TopicPartition("new", 0), "r")
+    acc.ready(LEADERS, now_ms())
+    assert seen == [{"a": {0: 1}, "new": {0: -1}}]  # -1: no leader
 
 
 # --- order and draining ------------------------------------------------------------------------

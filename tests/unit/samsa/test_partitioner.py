@@ -1,14 +1,17 @@
 """Kafka's partitioner: murmur2 as Java's ``Utils.murmur2`` computes it, keyed records placed
-as the Java client places them, and the sticky partitioner for records without a key."""
+as the Java client places them, and the built-in (KIP-794) sticky partitioner for records without a key."""
 
 from __future__ import annotations
+
+import random
+from collections import Counter
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from samsa.partitioner import StickyPartitioner, murmur2, partition_for_key
+from samsa.partitioner import BuiltInPartitioner, murmur2, partition_for_key, weighted_index
 
 # Apache Kafka's UtilsTest.testMurmur2: Utils.murmur2 of these bytes, as Java ints.
 JAVA_MURMUR2 = [
@@ -51,38 +54,96 @@ def test_partition_is_in_range_and_stable(key: bytes, partitions: int) -> None:
         == partition_for_key(memoryview(key), partitions)
 
 
-def test_sticky_partition_stays_until_a_new_batch_is_needed() -> None:
-    sticky = StickyPartitioner()
-    first = sticky.partition("t", (0, 1, 2, 3), 4)
-    assert all(sticky.partition("t", (0, 1, 2, 3), 4) == first for _ in range(50))
-    sticky.on_new_batch("t", first, (0, 1, 2, 3), 4)
-    second = sticky.partition("t", (0, 1, 2, 3), 4)
-    assert second != first
-    # another thread that saw the old partition need a new batch does not move it again
-    sticky.on_new_batch("t", first, (0, 1, 2, 3), 4)
-    assert sticky.partition("t", (0, 1, 2, 3), 4) == second
+ALL4 = (0, 1, 2, 3)
+
+
+def test_sticky_partition_moves_on_after_batch_size_bytes_with_its_batches_complete() -> None:
+    partitioner = BuiltInPartitioner(1000)
+    first = partitioner.partition("t", ALL4, 4)
+    for _ in range(9):  # 900 bytes: not yet, complete batches or not
+        partitioner.record_appended("t", first, 100, True, ALL4, 4)
+        assert partitioner.partition("t", ALL4, 4) == first
+    partitioner.record_appended("t", first, 100, False, ALL4, 4)  # 1000, last batch still open
+    assert partitioner.partition("t", ALL4, 4) == first
+    random.seed(1)
+    moves = 0
+    for _ in range(200):  # each time 1000 bytes are in and the batch is complete: a new draw
+        current = partitioner.partition("t", ALL4, 4)
+        partitioner.record_appended("t", current, 1000, True, ALL4, 4)
+        assert partitioner.produced["t"] == 0
+        moves += partitioner.partition("t", ALL4, 4) != current
+    assert 100 < moves < 200  # uniform over 4: the same one comes again a quarter of the time
+
+
+def test_twice_batch_size_moves_on_even_with_an_open_batch() -> None:
+    partitioner = BuiltInPartitioner(1000)
+    random.seed(3)
+    current = partitioner.partition("t", ALL4, 4)
+    partitioner.record_appended("t", current, 1999, False, ALL4, 4)
+    assert partitioner.produced["t"] == 1999
+    partitioner.record_appended("t", current, 1, False, ALL4, 4)
+    assert partitioner.produced["t"] == 0  # a new draw happened
+
+
+def test_an_append_to_a_partition_no_longer_current_counts_nothing() -> None:
+    partitioner = BuiltInPartitioner(1000)
+    current = partitioner.partition("t", ALL4, 4)
+    partitioner.record_appended("t", (current + 1) % 4, 5000, True, ALL4, 4)
+    assert partitioner.partition("t", ALL4, 4) == current
+    assert partitioner.produced.get("t", 0) == 0
 
 
 def test_sticky_partition_is_one_with_a_leader() -> None:
-    sticky = StickyPartitioner()
+    partitioner = BuiltInPartitioner(10)
     seen = set()
     for _ in range(40):
-        current = sticky.partition("t", (1, 3), 4)
+        current = partitioner.partition("t", (1, 3), 4)
         seen.add(current)
-        sticky.on_new_batch("t", current, (1, 3), 4)
+        partitioner.record_appended("t", current, 10, True, (1, 3), 4)
     assert seen == {1, 3}
 
 
 def test_sticky_partition_without_leaders_uses_any_and_one_partition_stays() -> None:
-    sticky = StickyPartitioner()
-    assert sticky.partition("t", (), 3) in (0, 1, 2)
-    sticky.on_new_batch("single", sticky.partition("single", (0,), 1), (0,), 1)
-    assert sticky.partition("single", (0,), 1) == 0
+    partitioner = BuiltInPartitioner(10)
+    assert partitioner.partition("t", (), 3) in (0, 1, 2)
+    partitioner.record_appended("single", partitioner.partition("single", (0,), 1), 50, True,
+                                (0,), 1)
+    assert partitioner.partition("single", (0,), 1) == 0
 
 
 def test_topics_are_independent() -> None:
-    sticky = StickyPartitioner()
-    a = sticky.partition("a", tuple(range(100)), 100)
-    b = sticky.partition("b", tuple(range(100)), 100)
-    sticky.on_new_batch("b", b, tuple(range(100)), 100)
-    assert sticky.partition("a", tuple(range(100)), 100) == a
+    partitioner = BuiltInPartitioner(10)
+    a = partitioner.partition("a", tuple(range(100)), 100)
+    partitioner.partition("b", tuple(range(100)), 100)
+    for _ in range(20):
+        partitioner.record_appended("b", partitioner.partition("b", tuple(range(100)), 100),
+                                    10, True, tuple(range(100)), 100)
+    assert partitioner.partition("a", tuple(range(100)), 100) == a
+
+
+@given(st.dictionaries(st.integers(0, 30), st.integers(0, 20), min_size=1, max_size=12))
+def test_adaptive_weights_are_kafkas(queue_sizes: dict[int, int]) -> None:
+    # Each partition is drawn in proportion to (longest queue + 1 - its queue), over every draw.
+    partitioner = BuiltInPartitioner(10)
+    partitioner.update_load("t", queue_sizes)
+    load = partitioner._load["t"]
+    if len(set(queue_sizes.values())) == 1:
+        assert load is None  # all alike: uniform
+        return
+    assert load is not None
+    partitions, cumulative = load
+    longest = max(queue_sizes.values())
+    counts = Counter(partitions[weighted_index(cumulative, draw)]
+                     for draw in range(cumulative[-1]))
+    assert counts == {p: longest + 1 - size for p, size in queue_sizes.items()}
+
+
+def test_adaptive_draws_favour_short_queues_and_can_be_disabled() -> None:
+    random.seed(7)
+    partitioner = BuiltInPartitioner(10)
+    partitioner.update_load("t", {0: 9, 1: 0})  # weights 1 and 10
+    draws = Counter(partitioner._choose("t", (0, 1), 2) for _ in range(1100))
+    assert draws[1] > 900
+    uniform = BuiltInPartitioner(10, adaptive=False)
+    uniform.update_load("t", {0: 9, 1: 0})
+    assert uniform._load["t"] is None
