@@ -9,7 +9,8 @@ How (the hot path of every read, so no Python object per record):
 1. Per batch, in Python: the 61-byte header is parsed and checked (magic, CRC-32C as Kafka's
    consumers check it), batches wholly below ``start`` are skipped, the first batch at or
    past ``end`` stops the chunk; control batches (transaction markers) are skipped, as a
-   consumer skips them. The records sections (decompressed: every codec) are joined into
+   consumer skips them, and so are aborted transactions' batches when reading read_committed
+   (``pyspark_samsa.aborted``). The records sections (decompressed: every codec) are joined into
    one buffer.
 2. Where each record starts (a chain: a record starts where the previous one ends) is found
    by ``pyspark_samsa.walk``: vectorised guesses, checked, walked in Python only where wrong.
@@ -39,6 +40,7 @@ import pyarrow as pa
 from protocol.compression import decompress
 from protocol.errors import CorruptMessageError
 from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, read_batch_header
+from pyspark_samsa.aborted import AbortedTransactions
 from pyspark_samsa.walk import PADDING, record_starts
 
 __all__ = ["HEADERS_TYPE", "Decoded", "arrow_schema", "decode_batches", "empty_batch"]
@@ -96,11 +98,12 @@ class _Batches:
 
 
 def decode_batches(buffer: Any, *, start: int, end: int, topic: str, partition: int,
-                   include_headers: bool) -> Decoded:
+                   include_headers: bool, aborted: AbortedTransactions | None = None) -> Decoded:
     """Decode the whole batches at the head of ``buffer`` into Spark's Kafka rows within
-    offsets [start, end); a batch cut short at the end of the buffer is left for later."""
+    offsets [start, end); a batch cut short at the end of the buffer is left for later.
+    ``aborted``: read_committed, leaving out what it says holds no rows."""
     view = memoryview(buffer).cast("B")
-    batches, next_offset, reached_end, consumed = _scan(view, start, end)
+    batches, next_offset, reached_end, consumed = _scan(view, start, end, aborted)
     if not batches.counts:
         return Decoded(None, next_offset, reached_end, consumed)
     data = b"".join([*batches.parts, bytes(PADDING)])
@@ -115,7 +118,8 @@ def decode_batches(buffer: Any, *, start: int, end: int, topic: str, partition: 
     return Decoded(record_batch, next_offset, reached_end, consumed)
 
 
-def _scan(view: memoryview, start: int, end: int) -> tuple[_Batches, int | None, bool, int]:
+def _scan(view: memoryview, start: int, end: int, aborted: AbortedTransactions | None
+          ) -> tuple[_Batches, int | None, bool, int]:
     batches = _Batches([], [], [], [], [], [])
     position, size = 0, len(view)
     next_offset: int | None = None
@@ -135,7 +139,11 @@ def _scan(view: memoryview, start: int, end: int) -> tuple[_Batches, int | None,
             raise CorruptMessageError(
                 f"record batch at offset {header.base_offset} fails its CRC check")
         next_offset = header.next_offset
-        if not header.attributes & _CONTROL and header.records_count > 0:
+        if aborted is None:
+            rows = not header.attributes & _CONTROL
+        else:
+            rows = not aborted.holds_no_rows(view, position, header)
+        if rows and header.records_count > 0:
             payload = view[position + BATCH_HEADER_SIZE:batch_end]
             codec = header.attributes & _CODEC
             batches.parts.append(payload if codec == 0 else decompress(codec, payload))

@@ -1,7 +1,8 @@
 """Network mode: a task reads its offset range from the partition's leader over the Kafka protocol.
 
-``NetworkReader.read(range)`` sends Fetch requests (v4-v12: topics by name; isolation
-read_uncommitted; no fetch session) for ``[start, end)`` of one partition and yields Arrow
+``NetworkReader.read(range)`` sends Fetch requests (v4-v12: topics by name; the
+``isolation.level`` configured, read_committed leaving out aborted transactions with the list
+each response brings, see ``pyspark_samsa.aborted``; no fetch session) for ``[start, end)`` of one partition and yields Arrow
 record batches of exactly the records in the range (``pyspark_samsa.arrow``). The next fetch
 is sent as soon as a response arrives (its offset read from the batch headers), so the broker
 and the network work while this thread decodes. Retriable errors (leader moved, broker
@@ -32,6 +33,7 @@ import pyarrow as pa
 from protocol.errors import OffsetOutOfRangeError, error_for_code
 from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.fetch_response import FetchResponse, PartitionData
+from pyspark_samsa.aborted import AbortedTransactions
 from pyspark_samsa.arrow import decode_batches
 from pyspark_samsa.loss import report_data_loss
 from pyspark_samsa.planning import OffsetRange
@@ -71,6 +73,7 @@ class NetworkReader:
         self._loop = LoopThread("pyspark-samsa-fetch")
         self._cluster = Cluster(config)
         self._timeout = (config["default.api.timeout.ms"] + config["request.timeout.ms"]) / 1000
+        self._isolation_level = 1 if config["isolation.level"] == "read_committed" else 0
 
     def close(self) -> None:
         try:
@@ -83,6 +86,7 @@ class NetworkReader:
         tp = offsets.topic_partition
         offset = offsets.start
         pending = self._submit(tp, offset)  # always the fetch of ``offset``
+        aborted = AbortedTransactions() if self._isolation_level else None
         try:
             while True:
                 answer = pending.result(self._timeout)
@@ -93,11 +97,15 @@ class NetworkReader:
                     pending = self._submit(tp, offset)
                     continue
                 records = answer.records if answer.records is not None else b""
+                if aborted is not None and answer.aborted_transactions:
+                    aborted.add((transaction.producer_id, transaction.first_offset)
+                                for transaction in answer.aborted_transactions)
                 ahead = next_fetch_offset(records)
                 if ahead is not None and ahead < offsets.end:
                     pending = self._submit(tp, ahead)  # fetched while this one is decoded
                 decoded = decode_batches(records, start=offset, end=offsets.end, topic=tp.topic,
-                                         partition=tp.partition, include_headers=include_headers)
+                                         partition=tp.partition, include_headers=include_headers,
+                                         aborted=aborted)
                 if decoded.batch is not None:
                     yield decoded.batch
                 if decoded.reached_end:
@@ -127,7 +135,7 @@ class NetworkReader:
             version = connection.version_for(FetchRequest, max_version=MAX_FETCH_VERSION)
             request = FetchRequest(
                 replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=config["fetch.max.bytes"],
-                isolation_level=0, session_id=0, session_epoch=-1,
+                isolation_level=self._isolation_level, session_id=0, session_epoch=-1,
                 topics=[FetchTopic(topic=tp.topic, partitions=[FetchPartition(
                     partition=tp.partition, fetch_offset=offset,
                     partition_max_bytes=config["max.partition.fetch.bytes"])])])

@@ -15,6 +15,11 @@ high watermark, so batches still being appended are never looked at. A segment d
 retention before it is opened is data loss (``failOnDataLoss``); one deleted after stays
 readable through the open descriptor.
 
+read_committed: the aborted transactions overlapping the range are read from the partition's
+``.txnindex`` files (Kafka's 34-byte entries, ``storage.transaction_index``) before the range
+is walked, and their batches left out (``pyspark_samsa.aborted``). Planning ends such a range at
+or below the last stable offset, so every transaction it touches has its marker and entry.
+
 State: none between calls; each ``read`` opens and closes its files.
 """
 
@@ -28,12 +33,14 @@ from pathlib import Path
 import pyarrow as pa
 
 from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD
+from pyspark_samsa.aborted import AbortedTransactions
 from pyspark_samsa.arrow import decode_batches
 from pyspark_samsa.loss import report_data_loss
 from pyspark_samsa.planning import OffsetRange
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, parse_base_offset, segment_file_name
+from storage.transaction_index import TXN_INDEX_SUFFIX, decode_entries
 
-__all__ = ["FileReader", "index_position"]
+__all__ = ["FileReader", "aborted_transactions", "index_position"]
 
 CHUNK_BYTES = 1024 * 1024
 _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
@@ -43,8 +50,9 @@ _BATCH_LENGTH = struct.Struct(">i")
 class FileReader:
     """Reads offset ranges from ``log.dirs`` (see the module docstring)."""
 
-    def __init__(self, log_dirs: tuple[str, ...]) -> None:
+    def __init__(self, log_dirs: tuple[str, ...], *, read_committed: bool = False) -> None:
         self.log_dirs = tuple(Path(d) for d in log_dirs)
+        self.read_committed = read_committed
 
     def partition_directory(self, topic: str, partition: int) -> Path:
         name = f"{topic}-{partition}"
@@ -59,6 +67,7 @@ class FileReader:
     def read(self, offsets: OffsetRange, *, include_headers: bool,
              fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
         directory = self.partition_directory(offsets.topic, offsets.partition)
+        aborted = aborted_transactions(directory, offsets) if self.read_committed else None
         offset = offsets.start
         while offset < offsets.end:
             bases = _segment_bases(directory)
@@ -78,7 +87,7 @@ class FileReader:
                 position = index_position(directory / segment_file_name(base, INDEX_SUFFIX),
                                           base, offset)
                 for decoded_batch, next_offset in _read_segment(fd, position, offset, offsets,
-                                                                include_headers):
+                                                                include_headers, aborted):
                     if decoded_batch is not None:
                         yield decoded_batch
                     offset = next_offset
@@ -92,8 +101,25 @@ class FileReader:
             offset = max(offset, following)
 
 
+def aborted_transactions(directory: Path, offsets: OffsetRange) -> AbortedTransactions:
+    """The aborted transactions of the partition in ``directory`` that overlap ``offsets``."""
+    overlapping = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(TXN_INDEX_SUFFIX):
+            continue
+        try:
+            with open(directory / name, "rb") as index:
+                entries = decode_entries(index.read())
+        except FileNotFoundError:
+            continue  # its segment was deleted meanwhile: its transactions are below the range
+        overlapping += [(entry.producer_id, entry.first_offset) for entry in entries
+                        if entry.last_offset >= offsets.start and entry.first_offset < offsets.end]
+    return AbortedTransactions(overlapping)
+
+
 def _read_segment(fd: int, position: int, offset: int, offsets: OffsetRange,
-                  include_headers: bool) -> Iterator[tuple[pa.RecordBatch | None, int]]:
+                  include_headers: bool, aborted: AbortedTransactions | None,
+                  ) -> Iterator[tuple[pa.RecordBatch | None, int]]:
     """(rows, next offset) for each chunk of the segment from ``position`` until the range's
     end or the end of the file."""
     chunk_bytes = CHUNK_BYTES
@@ -102,7 +128,8 @@ def _read_segment(fd: int, position: int, offset: int, offsets: OffsetRange,
         if len(chunk) < LOG_OVERHEAD:
             return
         decoded = decode_batches(chunk, start=offset, end=offsets.end, topic=offsets.topic,
-                                 partition=offsets.partition, include_headers=include_headers)
+                                 partition=offsets.partition, include_headers=include_headers,
+                                 aborted=aborted)
         if decoded.reached_end:
             yield decoded.batch, offsets.end
             return

@@ -9,9 +9,10 @@ from its leader: log start offset, high watermark, segments), and offsets for ti
 (ListOffsets, from each leader).
 
 ``resolve_offsets`` turns an ``OffsetSpec`` into one offset per partition, with Spark's
-rules: earliest is the log start offset, latest the high watermark (the source reads
-read_uncommitted), -2/-1 in JSON mean the same, a timestamp is the first offset whose
-timestamp is at or after it (none: the high watermark, or an error for a starting
+rules: earliest is the log start offset, latest the high watermark (read_committed: the last
+stable offset, as Kafka's consumer's end offsets; ``latest_offset``), -2/-1 in JSON mean the
+same, a timestamp is the first offset whose timestamp is at or after it (none: latest, or an
+error for a starting
 timestamp when ``startingOffsetsByTimestampStrategy`` is ``error``), and JSON offsets must
 name exactly the partitions read.
 
@@ -38,7 +39,12 @@ from samsa._loop import LoopThread
 from samsa.segments import PartitionLayout, describe_log_segments
 from samsa.types import TopicPartition
 
-__all__ = ["ClusterView", "resolve_offsets"]
+__all__ = ["ClusterView", "latest_offset", "resolve_offsets"]
+
+
+def latest_offset(layout: PartitionLayout, read_committed: bool) -> int:
+    """Where "latest" is: the high watermark, or for read_committed the last stable offset."""
+    return layout.last_stable_offset if read_committed else layout.high_watermark
 
 
 class ClusterView:
@@ -109,19 +115,21 @@ class ClusterView:
         if not timestamps:
             return {}
         result: dict[TopicPartition, int] = self._run(
-            lambda cluster: _offsets_for_times(cluster, dict(timestamps)))
+            lambda cluster: _offsets_for_times(cluster, dict(timestamps),
+                                               int(self.options.read_committed)))
         return result
 
 
-async def _offsets_for_times(cluster: Cluster,
-                             timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+async def _offsets_for_times(cluster: Cluster, timestamps: dict[TopicPartition, int],
+                             isolation_level: int) -> dict[TopicPartition, int]:
     async def attempt() -> dict[TopicPartition, int]:
         if cluster.metadata_is_stale:  # e.g. after NOT_LEADER_OR_FOLLOWER: find the leaders
             await cluster.refresh_metadata(sorted({tp.topic for tp in timestamps}))
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in timestamps:
             by_leader.setdefault(await cluster.leader_for(tp), []).append(tp)
-        answers = await asyncio.gather(*(_list_offsets(cluster, node, tps, timestamps)
+        answers = await asyncio.gather(*(_list_offsets(cluster, node, tps, timestamps,
+                                                       isolation_level)
                                          for node, tps in by_leader.items()))
         return {tp: offset for answer in answers for tp, offset in answer.items()}
 
@@ -129,12 +137,13 @@ async def _offsets_for_times(cluster: Cluster,
 
 
 async def _list_offsets(cluster: Cluster, node_id: int, partitions: list[TopicPartition],
-                        timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+                        timestamps: Mapping[TopicPartition, int],
+                        isolation_level: int) -> dict[TopicPartition, int]:
     topics: dict[str, list[ListOffsetsPartition]] = {}
     for tp in partitions:
         topics.setdefault(tp.topic, []).append(
             ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamps[tp]))
-    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
         ListOffsetsTopic(name=name, partitions=entries) for name, entries in topics.items()])
     connection = await cluster.connection(node_id)
     response: ListOffsetsResponse = await connection.request(request)
@@ -154,15 +163,17 @@ async def _list_offsets(cluster: Cluster, node_id: int, partitions: list[TopicPa
 
 def resolve_offsets(spec: OffsetSpec, partitions: list[TopicPartition],
                     layouts: Mapping[TopicPartition, PartitionLayout], view: ClusterView, *,
-                    starting: bool, timestamp_strategy: str = "error") -> dict[TopicPartition, int]:
+                    starting: bool, timestamp_strategy: str = "error",
+                    read_committed: bool = False) -> dict[TopicPartition, int]:
     """One offset per partition for ``spec`` (see the module docstring)."""
     if spec.kind == "earliest":
         return {tp: layouts[tp].log_start_offset for tp in partitions}
+    committed = read_committed
     if spec.kind == "latest":
-        return {tp: layouts[tp].high_watermark for tp in partitions}
+        return {tp: latest_offset(layouts[tp], committed) for tp in partitions}
     if spec.kind == "offsets":
         _check_same_partitions(spec, partitions)
-        return {tp: _special(spec.offsets[tp], layouts[tp]) for tp in partitions}
+        return {tp: _special(spec.offsets[tp], layouts[tp], committed) for tp in partitions}
     if spec.kind == "timestamp":
         timestamps = dict.fromkeys(partitions, spec.timestamp)
     else:
@@ -176,16 +187,16 @@ def resolve_offsets(spec: OffsetSpec, partitions: list[TopicPartition],
             if starting and timestamp_strategy == "error":
                 raise OptionError(f"No offset matched from request of topic-partition "
                                   f"{tp.topic}-{tp.partition} and timestamp {timestamps[tp]}.")
-            offset = layouts[tp].high_watermark
+            offset = latest_offset(layouts[tp], committed)
         result[tp] = offset
     return result
 
 
-def _special(offset: int, layout: PartitionLayout) -> int:
+def _special(offset: int, layout: PartitionLayout, read_committed: bool) -> int:
     if offset == EARLIEST:
         return layout.log_start_offset
     if offset == LATEST:
-        return layout.high_watermark
+        return latest_offset(layout, read_committed)
     return offset
 
 

@@ -85,6 +85,12 @@ class SourceOptions:
         """The consumer configuration for Samsa's client (``samsa.config``)."""
         return parse_config("consumer", self.client)
 
+    @property
+    def read_committed(self) -> bool:
+        """``kafka.isolation.level=read_committed``: "latest" is the last stable offset and
+        aborted transactions' records are left out."""
+        return self.client.get("isolation.level") == "read_committed"
+
 
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
@@ -195,10 +201,6 @@ def _client_options(params: dict[str, str]) -> dict[str, str]:
                     "uses no consumer group, so it is ignored.")
     client = {key[len("kafka."):]: value for key, value in params.items()
               if key.startswith("kafka.") and key[len("kafka."):] not in _CONSUMER_ONLY_SPARK}
-    if client.get("isolation.level", "read_uncommitted") != "read_uncommitted":
-        raise OptionError("Kafka option 'isolation.level' = "
-                          f"{client['isolation.level']} is not supported by the samsa source: "
-                          "it reads read_uncommitted, up to the high watermark")
     try:
         parse_config("consumer", client)
     except ConfigError as error:

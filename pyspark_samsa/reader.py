@@ -50,7 +50,7 @@ def read_range(options: SourceOptions, partition: InputPartition) -> Iterator[pa
         return
     reader: NetworkReader | FileReader
     if options.log_dirs:
-        reader = FileReader(options.log_dirs)
+        reader = FileReader(options.log_dirs, read_committed=options.read_committed)
     else:
         reader = pooled_reader(options.client_config())
     yield from reader.read(partition.offsets, include_headers=options.include_headers,
@@ -94,10 +94,12 @@ class SamsaBatchReader(DataSourceReader):
         try:
             partitions = view.topic_partitions()
             layouts = view.layouts(partitions)
+            committed = self.options.read_committed
             starts = resolve_offsets(self.options.starting, partitions, layouts, view,
-                                     starting=True,
+                                     starting=True, read_committed=committed,
                                      timestamp_strategy=self.options.timestamp_strategy)
-            ends = resolve_offsets(self.options.ending, partitions, layouts, view, starting=False)
+            ends = resolve_offsets(self.options.ending, partitions, layouts, view, starting=False,
+                                   read_committed=committed)
         finally:
             view.close()
         return [RangePartition(r) for r in plan_ranges(starts, ends, layouts, self.options)]

@@ -2,8 +2,8 @@
 Trigger.AvailableNow, planning by segments per micro-batch.
 
 Offsets are Spark's KafkaSourceOffset JSON: the next offset to read of every partition. The
-latest offsets are the high watermarks (read_uncommitted) of the partitions the subscription
-names at that moment, so partitions and topics created later are picked up, from their
+latest offsets are the high watermarks (read_committed: the last stable offsets) of the
+partitions the subscription names at that moment, so partitions and topics created later are picked up, from their
 earliest offset. ``latestOffset(start, limit)``, Spark's admission control:
 
 - ``ReadAllAvailable`` (Trigger.Once, or no limits): everything up to the high watermarks.
@@ -43,7 +43,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from pyspark_samsa.loss import report_data_loss
-from pyspark_samsa.metadata import ClusterView, resolve_offsets
+from pyspark_samsa.metadata import ClusterView, latest_offset, resolve_offsets
 from pyspark_samsa.options import SourceOptions
 from pyspark_samsa.planning import offsets_from_json, offsets_to_json, rate_limit
 from pyspark_samsa.reader import RangePartition, plan_ranges, read_range
@@ -124,13 +124,15 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict[str, Any]:
         partitions, layouts = self._now()
         starts = resolve_offsets(self.options.starting, partitions, layouts, self._cluster(),
-                                 starting=True, timestamp_strategy=self.options.timestamp_strategy)
+                                 starting=True, timestamp_strategy=self.options.timestamp_strategy,
+                                 read_committed=self.options.read_committed)
         return offsets_to_json(starts)
 
     def _latest_offsets(self) -> tuple[Offsets, Offsets]:
-        """(high watermarks, log start offsets) of the partitions read now."""
+        """(latest offsets, log start offsets) of the partitions read now."""
         partitions, layouts = self._now()
-        return ({tp: layouts[tp].high_watermark for tp in partitions},
+        committed = self.options.read_committed
+        return ({tp: latest_offset(layouts[tp], committed) for tp in partitions},
                 {tp: layouts[tp].log_start_offset for tp in partitions})
 
     def prepareForTriggerAvailableNow(self) -> None:

@@ -41,7 +41,8 @@ def parse(streaming: bool = False, **options: str) -> object:
      "supported"),
     ({"kafka.interceptor.classes": "x"}, False, "Kafka option 'interceptor.classes' is not "
      "supported"),
-    ({"kafka.isolation.level": "read_committed"}, False, "read_committed is not supported"),
+    ({"kafka.isolation.level": "committed"}, False, "Kafka option 'isolation.level': must be one "
+     "of read_uncommitted, read_committed"),
     ({"kafka.no.such.setting": "1"}, False, "Kafka option 'no.such.setting': unknown consumer "
      "config"),
     ({"startingOffsets": "latest"}, False, "starting offset can't be latest for batch queries "
