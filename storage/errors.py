@@ -54,3 +54,15 @@ class ConfigError(StorageError, ValueError):
         self.key = key
         self.value = value
         self.reason = reason
+
+
+class CorruptPartitionMetadataError(StorageError):
+    """A ``partition.metadata`` file is malformed: names the file and what is wrong with it."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"corrupt partition metadata file {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[CorruptPartitionMetadataError], tuple[Path, str]]:
+        return (type(self), (self.path, self.reason))

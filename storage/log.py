@@ -1,4 +1,5 @@
-"""One partition's log: an ordered run of segments, offsets, recovery, retention, truncation.
+"""One partition's live log (Kafka's ``UnifiedLog``): append, read, roll, flush, truncate,
+retention and the cleaner's swap over an ordered run of segments.
 
 Invariants:
 - segments are sorted by base offset, never overlap, and the last one is the active segment
@@ -7,6 +8,11 @@ Invariants:
   assign, ``recovery_point <= log_end_offset`` and everything below ``recovery_point`` is fsynced;
 - removed segments are renamed ``*.deleted`` and unlinked only after ``file.delete.delay.ms`` so
   fetch slices and flushes already holding their file descriptors stay valid.
+
+Pieces, each in its own module: ``storage.log_loader`` (opening: leftovers, recovery, index
+rebuilds), ``storage.log_segments`` (the segment list, delayed deletion, reads over the list),
+``storage.log_append`` (offset assignment, ``AppendResult``), ``storage.log_producers`` (producer
+state and its snapshots), ``storage.log_dirs`` (directory names, ``DirectoryHealth``).
 
 Durability decisions (Kafka's): an append is written to the page cache, not fsynced; a flush
 happens when ``flush.messages`` unflushed records accumulate (``AppendResult.flush_due``), when
@@ -25,75 +31,71 @@ one log one at a time, so retention never races a cleaning of the same log.
 Idempotent producers (``storage.producer_state``): a client batch with a producer id is checked
 after validation and before offsets are handed out; a retried batch (a duplicate of one of the
 producer's last 5) is answered with its original offsets (``AppendResult.duplicate``) and nothing
-is written. Batches without a producer id skip all of it. Producer state snapshots
-(``<offset>.snapshot``) are written when a segment rolls, on a clean close and after recovery or
-truncation; they go with their segment on retention, and those above a truncation point go with
-it. Loading takes the newest snapshot at or below the log end offset and replays the batch headers
-after it (Kafka's ``rebuildProducerState``). The producer state belongs to the owner: retention
-deletes snapshot files of removed segments but never touches the state, and producer expiry runs
-on the owner, at most every ``producer.id.expiration.check.interval.ms``, when a producer's batch
-arrives (or when ``remove_expired_producers`` is called).
+is written. Batches without a producer id skip all of it. Snapshots (``<offset>.snapshot``) are
+taken when a segment rolls, on a clean close and after recovery or truncation; they go with their
+segment on retention, those above a truncation point go with it (see ``storage.log_producers``).
+The producer state belongs to the owner: retention deletes snapshot files of removed segments but
+never touches the state, and producer expiry runs on the owner, at most every
+``producer.id.expiration.check.interval.ms``, when a producer's batch arrives (or when
+``remove_expired_producers`` is called).
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
-from protocol.errors import (
-    CorruptMessageError,
-    InvalidRecordError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-)
-from protocol.records import (
-    BatchHeader,
-    TimestampType,
-    decode_batch,
-    read_batch_header,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-)
+from protocol.errors import KafkaStorageError, OffsetOutOfRangeError
+from protocol.records import BatchHeader, TimestampType, read_batch_header
 from storage.clock import Clock
 from storage.config import LogConfig
-from storage.errors import CorruptIndexError
+from storage.log_append import (
+    AppendResult,
+    assign_offsets,
+    assign_offsets_log_append_time,
+    duplicate_result,
+    follower_base_offsets,
+    has_producer_id,
+    max_timestamp_of,
+    validation_rules,
+)
+from storage.log_dirs import DirectoryHealth, parse_topic_partition
+from storage.log_loader import LogLoader, load_rolling_timestamp
 from storage.log_producers import LogProducers
+from storage.log_segments import LogLayout, LogSegments, PendingDelete, describe_layout
 from storage.log_transactions import (
     collect_aborted_transactions,
     end_marker_batch,
     upper_bound_offset,
 )
-from storage.producer_snapshot import delete_snapshot_file, remove_stray_snapshots
+from storage.producer_snapshot import remove_stray_snapshots
 from storage.producer_state import (
     PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
-    BatchMetadata,
     EndMarker,
     ProducerAppend,
     ProducerStateManager,
 )
-from storage.recovery import clean_partition_directory
 from storage.retention import deletable_segments
-from storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    FetchSlice,
-    LogSegment,
-    SegmentDescription,
-    TimestampAndOffset,
-    parse_base_offset,
-    segment_file_name,
-)
+from storage.segment import FetchSlice, LogSegment, TimestampAndOffset
 from storage.transaction_index import AbortedTxn
 from storage.validator import ValidatedBatches, ValidationRules, validate_batches
+
+# Re-exported: other packages import these from here.
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendResult",
+    "DirectoryHealth",
+    "Log",
+    "LogLayout",
+    "parse_topic_partition",
+]
 
 logger = logging.getLogger("samsa.storage.log")
 
@@ -104,59 +106,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 T = TypeVar("T")
-
-# The first 16 bytes of a batch: base offset, batch length, partition leader epoch (not CRC'd).
-_PREFIX = struct.Struct(">qii")
-
-
-@dataclass
-class DirectoryHealth:
-    """Shared by every log in one ``log.dirs`` entry: the first I/O error takes it offline."""
-
-    path: Path
-    offline_reason: str | None = None
-
-    def check(self) -> None:
-        if self.offline_reason is not None:
-            raise KafkaStorageError(f"log directory {self.path} is offline: {self.offline_reason}")
-
-
-class AppendResult(NamedTuple):
-    """What an append did. A NamedTuple, not a frozen dataclass: built once per produce."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time_ms: int
-    log_start_offset: int
-    records_count: int
-    size_in_bytes: int
-    rolled: bool
-    flush_due: bool
-    # A retried idempotent batch: the offsets are the original append's; nothing was written.
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LogLayout:
-    """A log's segments as readers plan work by them (``Log.describe_segments``).
-
-    ``segments`` are oldest first, the active one last; contiguous: each one's ``end_offset`` is
-    the next one's ``base_offset``, the last one's is ``log_end_offset``, and the first one holds
-    ``log_start_offset`` (or is the active segment, when the log is empty).
-    """
-
-    log_start_offset: int
-    log_end_offset: int
-    segments: tuple[SegmentDescription, ...]
-
-
-@dataclass
-class _PendingDelete:
-    due_ms: int
-    segment: LogSegment = field(compare=False)
-
 
 class Log:
     def __init__(
@@ -173,9 +122,6 @@ class Log:
         self.clock = clock
         self.health = health or DirectoryHealth(directory.parent)
         self.topic, self.partition = parse_topic_partition(directory.name)
-        self._segments: list[LogSegment] = []
-        self._base_offsets: list[int] = []
-        self._pending_deletes: list[_PendingDelete] = []
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.recovery_point = 0
@@ -183,15 +129,13 @@ class Log:
         # Guards the segment list: the cleaner swaps segments from a worker thread while the
         # owner appends and rolls. Held only for list changes and renames, never for I/O loops.
         self._lock = threading.RLock()
+        self._segment_list = LogSegments(self._lock)
         # Held by the cleaner for a whole round; retention skips a log being cleaned (Kafka
         # pauses one for the other) so the cleaner's swap never meets a segment already gone.
         self.maintenance_lock = threading.Lock()
         self.producers = LogProducers(
             directory, clock, producer_id_expiration_ms=producer_id_expiration_ms
         )
-        # The lowest base offset of a segment recovered while loading: its .txnindex and those
-        # after it are rebuilt by the producer-state replay.
-        self._recovered_from: int | None = None
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -218,18 +162,12 @@ class Log:
         return log
 
     def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
-        cleanup = clean_partition_directory(self.directory)
-        for base in self._discover_base_offsets():
-            segment = self._open_segment(base)
-            if base in cleanup.completed_swaps:
-                self._recover_segment(segment, "completed swap")
-            self._add_segment(segment)
-        if not had_clean_shutdown:
-            self._recover_from(recovery_point)
-        if not self._segments:
-            self._add_segment(self._new_segment(log_start_offset))
-        self.log_end_offset = self._active_next_offset()
-        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        """Segments by the ``LogLoader``; then what needs the live log: a log start offset
+        past the recovered end, the active segment's indexes, producer state and snapshots."""
+        loader = LogLoader(self.directory, self._segment_list, self._new_segment)
+        loaded = loader.load(recovery_point, log_start_offset, had_clean_shutdown)
+        self.log_end_offset = loaded.log_end_offset
+        self.log_start_offset = loaded.log_start_offset
         self.recovery_point = self.log_end_offset
         if self.log_start_offset > self.log_end_offset:
             # Recovery lost offsets the checkpoint says were already handed out: never hand
@@ -241,39 +179,9 @@ class Log:
             self.truncate_fully_and_start_at(self.log_start_offset)
             self.purge_deleted_segments(force=True)
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
-        self._load_rolling_timestamp(self.active_segment)
-        remove_stray_snapshots(self.directory, self._base_offsets)
-        self._rebuild_producer_state(replay=True, recovered_from=self._recovered_from)
-        self._recovered_from = None
-
-    def _active_next_offset(self) -> int:
-        """The LEO from the active segment; an unreadable tail (damage after a clean shutdown)
-        is recovered rather than stopping the whole directory from loading."""
-        segment = self.active_segment
-        try:
-            return segment.next_offset()
-        except (CorruptMessageError, InvalidRecordError) as error:
-            self._recover_segment(segment, f"unreadable batch after a clean shutdown ({error})")
-            return segment.next_offset()
-
-    def _discover_base_offsets(self) -> list[int]:
-        names = (path.name for path in self.directory.iterdir())
-        return sorted(parse_base_offset(name) for name in names if name.endswith(LOG_SUFFIX))
-
-    def _open_segment(self, base: int) -> LogSegment:
-        indexes_present = all(
-            (self.directory / segment_file_name(base, suffix)).exists()
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-        )
-        segment = self._new_segment(base)
-        if not indexes_present:
-            self._recover_segment(segment, "missing index file")
-            return segment
-        try:
-            segment.sanity_check()
-        except CorruptIndexError as error:
-            self._recover_segment(segment, f"corrupt index ({error})")
-        return segment
+        load_rolling_timestamp(self.active_segment)
+        remove_stray_snapshots(self.directory, self._segment_list.base_offsets)
+        self._rebuild_producer_state(replay=True, recovered_from=loaded.recovered_from)
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment(
@@ -284,65 +192,30 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
         )
 
-    def _recover_segment(self, segment: LogSegment, why: str) -> int:
-        result = segment.recover()
-        if self._recovered_from is None or segment.base_offset < self._recovered_from:
-            self._recovered_from = segment.base_offset
-        if result.truncated_bytes:
-            logger.warning(
-                "truncated %s at position %d (offset %d): %d invalid bytes removed: %s",
-                segment.log_path, result.valid_bytes, result.next_offset,
-                result.truncated_bytes, result.reason,
-            )
-        else:
-            logger.info("rebuilt indexes of %s (%s)", segment.log_path, why)
-        return result.truncated_bytes
-
-    def _recover_from(self, recovery_point: int) -> None:
-        """Scan every segment from the one holding ``recovery_point``; cut at the first bad batch."""
-        start = max(0, bisect.bisect_right(self._base_offsets, recovery_point) - 1)
-        for index in range(start, len(self._segments)):
-            segment = self._segments[index]
-            if self._recover_segment(segment, "unclean shutdown"):
-                for later in self._segments[index + 1 :]:
-                    logger.warning("deleting %s: it follows a truncated segment", later.log_path)
-                    later.delete_files()
-                del self._segments[index + 1 :]
-                del self._base_offsets[index + 1 :]
-                break
-        for segment in self._segments[start:]:
-            segment.flush()
-
-    def _load_rolling_timestamp(self, segment: LogSegment) -> None:
-        if segment.rolling_based_timestamp is None and segment.size > 0:
-            for _, header in segment.scan_headers(0):
-                segment.rolling_based_timestamp = header.max_timestamp
-                break
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        self._segments.append(segment)
-        self._base_offsets.append(segment.base_offset)
-
     # -- properties ---------------------------------------------------------------------------
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        return tuple(self._segment_list.segments)
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segment_list.segments[-1]
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(segment.size for segment in self._segments)
+        return sum(segment.size for segment in self._segment_list.segments)
 
     @property
     def unflushed_messages(self) -> int:
         return self.log_end_offset - self.recovery_point
 
+    @property
+    def _pending_deletes(self) -> list[PendingDelete]:
+        return self._segment_list.pending_deletes
+
     def _segment_index_for(self, offset: int) -> int:
-        return max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
+        return self._segment_list.index_for(offset)
 
     def _guard(self, action: Callable[[], T]) -> T:
         """Run an I/O action; the first OSError takes the directory offline (sticky)."""
@@ -371,19 +244,7 @@ class Log:
         self._replica_rules = self.validation_rules(from_client=False)
 
     def validation_rules(self, *, from_client: bool = True) -> ValidationRules:
-        return ValidationRules(
-            max_message_bytes=self._config.max_message_bytes,
-            from_client=from_client,
-            require_keys=self._config.compact and from_client,
-            timestamp_type=self._timestamp_type(),
-            timestamp_before_max_ms=self._config.message_timestamp_before_max_ms,
-            timestamp_after_max_ms=self._config.message_timestamp_after_max_ms,
-        )
-
-    def _timestamp_type(self) -> TimestampType:
-        if self._config.message_timestamp_type == "LogAppendTime":
-            return TimestampType.LOG_APPEND_TIME
-        return TimestampType.CREATE_TIME
+        return validation_rules(self._config, from_client=from_client)
 
     def append_as_leader(
         self,
@@ -410,26 +271,19 @@ class Log:
         validated = validate_batches(records, rules, now_ms=now_ms)
         log_append_time = now_ms if self._client_rules.timestamp_type == TimestampType.LOG_APPEND_TIME else -1
         producers = None
-        if _has_producer_id(validated.headers):
+        if has_producer_id(validated.headers):
             producers = self._check_producers(
                 validated, log_append_time, origin, transaction_verified
             )
             if producers.duplicate is not None:
-                return self._duplicate_result(producers.duplicate, log_append_time)
+                return duplicate_result(producers.duplicate, log_append_time, self.log_start_offset)
         if log_append_time >= 0:
-            return self._append_with_log_append_time(
-                records, validated, leader_epoch, now_ms, producers
+            buffer, base_offsets = assign_offsets_log_append_time(
+                records, validated, leader_epoch, self.log_end_offset, now_ms
             )
-        view = memoryview(records)
-        parts: list[bytes | memoryview] = []
-        base_offsets: list[int] = []
-        next_offset = self.log_end_offset
-        for position, header in zip(validated.positions, validated.headers, strict=True):
-            parts.append(_PREFIX.pack(next_offset, header.batch_length, leader_epoch))
-            parts.append(view[position + _PREFIX.size : position + header.size_in_bytes])
-            base_offsets.append(next_offset)
-            next_offset += header.last_offset_delta + 1
-        return self._append(parts, len(view), validated, base_offsets, -1, producers)
+            return self._append([buffer], len(buffer), validated, base_offsets, now_ms, producers)
+        parts, base_offsets = assign_offsets(records, validated, leader_epoch, self.log_end_offset)
+        return self._append(parts, len(records), validated, base_offsets, -1, producers)
 
     def _check_producers(
         self,
@@ -438,7 +292,7 @@ class Log:
         origin: AppendOrigin,
         transaction_verified: bool,
     ) -> ProducerAppend:
-        self._maybe_expire_producers()
+        self.producers.maybe_expire()
         return self.producer_state.check_client_append(
             validated.headers, self.log_end_offset, log_append_time=log_append_time,
             origin=origin, transaction_verified=transaction_verified,
@@ -460,63 +314,14 @@ class Log:
         validated = ValidatedBatches([0], [header])
         return self._append([data], len(data), validated, [offset], -1, producers)
 
-    def _duplicate_result(self, duplicate: BatchMetadata, log_append_time: int) -> AppendResult:
-        """A retried batch: the original append's offsets, nothing written.
-
-        Kafka puts the batch's max timestamp in the log append time field even for CreateTime
-        topics; here it is only given for LogAppendTime topics, where it is the log append time.
-        """
-        return AppendResult(
-            duplicate.first_offset,
-            duplicate.last_offset,
-            duplicate.timestamp,
-            duplicate.last_offset,
-            duplicate.timestamp if log_append_time >= 0 else -1,
-            self.log_start_offset,
-            0,
-            0,
-            False,
-            False,
-            duplicate=True,
-        )
-
-    def _append_with_log_append_time(
-        self,
-        records: bytes | bytearray | memoryview,
-        validated: ValidatedBatches,
-        leader_epoch: int,
-        now_ms: int,
-        producers: ProducerAppend | None,
-    ) -> AppendResult:
-        buffer = bytearray(records)
-        base_offsets: list[int] = []
-        next_offset = self.log_end_offset
-        for position, header in zip(validated.positions, validated.headers, strict=True):
-            set_base_offset(buffer, position, next_offset)
-            set_partition_leader_epoch(buffer, position, leader_epoch)
-            set_log_append_time(buffer, position, now_ms)
-            base_offsets.append(next_offset)
-            next_offset += header.last_offset_delta + 1
-        return self._append([buffer], len(buffer), validated, base_offsets, now_ms, producers)
-
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry offsets (replication, the cleaner's tests)."""
         self.health.check()
         validated = validate_batches(records, self._replica_rules, now_ms=self.clock.milliseconds())
-        first = validated.headers[0].base_offset
-        if first < self.log_end_offset:
-            raise InvalidRecordError(
-                f"batch base offset {first} is below the log end offset {self.log_end_offset}"
-            )
-        previous = first - 1
-        for header in validated.headers:
-            if header.base_offset <= previous:
-                raise InvalidRecordError(f"offsets out of order at base offset {header.base_offset}")
-            previous = header.last_offset
-        base_offsets = [header.base_offset for header in validated.headers]
+        base_offsets = follower_base_offsets(validated.headers, self.log_end_offset)
         producers = None
-        if _has_producer_id(validated.headers):
-            self._maybe_expire_producers()
+        if has_producer_id(validated.headers):
+            self.producers.maybe_expire()
             producers = self.producer_state.prepare_replica_append(validated.headers)
         return self._append([records], len(records), validated, base_offsets, -1, producers)
 
@@ -531,7 +336,7 @@ class Log:
     ) -> AppendResult:
         headers = validated.headers
         last_offset = base_offsets[-1] + headers[-1].last_offset_delta
-        max_timestamp, offset_of_max = _max_timestamp(headers, base_offsets, log_append_time)
+        max_timestamp, offset_of_max = max_timestamp_of(headers, base_offsets, log_append_time)
         rolled = self._maybe_roll(size, max_timestamp, base_offsets[0], last_offset)
         self.health.check()
         try:
@@ -594,13 +399,13 @@ class Log:
             with self._lock:
                 active.on_become_inactive()
                 segment = self._new_segment(base)
-                self._add_segment(segment)
+                self._segment_list.add(segment)
                 return segment
 
         segment = self._guard(do_roll)
         logger.info("rolled %s to new segment at offset %d", self.directory.name, segment.base_offset)
         # The snapshot at the new segment's base lets recovery replay this segment alone.
-        self._guard(lambda: self._take_producer_snapshot(segment.base_offset))
+        self._guard(lambda: self.producers.take_snapshot(segment.base_offset))
         return segment
 
     # -- producer state -----------------------------------------------------------------------
@@ -613,17 +418,11 @@ class Log:
         """Forget producers idle for ``producer.id.expiration.ms`` (owner only)."""
         return self.producers.remove_expired()
 
-    def _maybe_expire_producers(self) -> None:
-        self.producers.maybe_expire()
-
-    def _take_producer_snapshot(self, offset: int) -> None:
-        self.producers.take_snapshot(offset)
-
     def _rebuild_producer_state(self, *, replay: bool, recovered_from: int | None = None) -> None:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState`` (see ``LogProducers``)."""
         self._guard(
             lambda: self.producers.rebuild(
-                self._segments, self.log_start_offset, self.log_end_offset, replay=replay,
+                self._segment_list.segments, self.log_start_offset, self.log_end_offset, replay=replay,
                 recovered_from=recovered_from,
             )
         )
@@ -641,7 +440,7 @@ class Log:
         """The aborted transactions a read_committed fetch from ``start_offset`` must know,
         for a read ending below ``upper_bound`` (see ``storage.log_transactions``)."""
         with self._lock:
-            segments, log_end_offset = list(self._segments), self.log_end_offset
+            segments, log_end_offset = list(self._segment_list.segments), self.log_end_offset
         upper = min(upper_bound, upper_bound_offset(segments, start_offset, log_end_offset))
         return self._guard(lambda: collect_aborted_transactions(segments, start_offset, upper))
 
@@ -668,29 +467,13 @@ class Log:
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if start_offset >= limit:
             return None
-        return self._guard(lambda: self._read_from(start_offset, max_bytes, limit, min_one_message))
-
-    def _read_from(
-        self, start_offset: int, max_bytes: int, limit: int, min_one_message: bool
-    ) -> FetchSlice | None:
-        with self._lock:
-            segments, bases = list(self._segments), list(self._base_offsets)
-        first = max(0, bisect.bisect_right(bases, start_offset) - 1)
-        for index in range(first, len(segments)):
-            segment = segments[index]
-            if segment.base_offset >= limit:
-                return None
-            segment_end = bases[index + 1] if index + 1 < len(bases) else self.log_end_offset
-            max_position = None
-            if limit < segment_end:
-                found = segment.translate_offset(limit)
-                max_position = None if found is None else found[0]
-            piece = segment.read(
-                start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message
+        log_end_offset = self.log_end_offset
+        return self._guard(
+            lambda: self._segment_list.read(
+                start_offset, max_bytes, limit=limit, log_end_offset=log_end_offset,
+                min_one_message=min_one_message,
             )
-            if piece is not None:
-                return piece
-        return None
+        )
 
     def describe_segments(self) -> LogLayout:
         """The segment layout, read-only: one 61-byte read per segment at most (its first
@@ -699,18 +482,14 @@ class Log:
         segments' own (their file names), so the first may be below the log start offset."""
         self.health.check()
         with self._lock:  # retention and the cleaner change the list from worker threads
-            segments, log_end_offset = list(self._segments), self.log_end_offset
+            segments, log_end_offset = list(self._segment_list.segments), self.log_end_offset
             log_start_offset = max(self.log_start_offset, segments[0].base_offset)
-        ends = [segment.base_offset for segment in segments[1:]] + [log_end_offset]
-        # Ends never decrease: what goes is a prefix. The active segment always stays.
-        first = next((i for i, end in enumerate(ends) if end > log_start_offset), len(ends) - 1)
-        pairs = list(zip(segments[first:], ends[first:], strict=True))
-        described = self._guard(lambda: tuple(segment.describe(end) for segment, end in pairs))
-        return LogLayout(log_start_offset, log_end_offset, described)
+        return self._guard(lambda: describe_layout(segments, log_start_offset, log_end_offset))
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """Every batch header from the one holding ``start_offset``: (segment, position, header)."""
-        for segment in self._segments[self._segment_index_for(start_offset) :]:
+        segments = self._segment_list.segments
+        for segment in segments[self._segment_index_for(start_offset) :]:
             for position, header in segment.scan_headers(0):
                 if header.last_offset >= start_offset:
                     yield segment, position, header
@@ -727,30 +506,11 @@ class Log:
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(-1, self.log_end_offset)
         if timestamp == MAX_TIMESTAMP:
-            return self._guard(self._max_timestamp_offset)
-        return self._guard(lambda: self._search_timestamp(timestamp))
-
-    def _search_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        for segment in self._segments:
-            if segment.max_timestamp_so_far >= timestamp:
-                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                if found is not None:
-                    return found
-        return None
-
-    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
-        best = max(self._segments, key=lambda segment: segment.max_timestamp_so_far)
-        if best.max_timestamp_so_far < 0:
-            return None
-        found = best.translate_offset(best.offset_of_max_timestamp_so_far)
-        if found is None:
-            return None
-        position, header = found
-        batch = decode_batch(best.read_batch_bytes(position, header), verify_crc=False)
-        for record in batch.records:
-            if record.timestamp == best.max_timestamp_so_far:
-                return TimestampAndOffset(record.timestamp, record.offset)
-        return TimestampAndOffset(header.max_timestamp, header.last_offset)
+            return self._guard(self._segment_list.max_timestamp_offset)
+        log_start_offset = self.log_start_offset
+        return self._guard(
+            lambda: self._segment_list.search_timestamp(timestamp, log_start_offset)
+        )
 
     # -- flushing -----------------------------------------------------------------------------
 
@@ -761,7 +521,7 @@ class Log:
         if target <= self.recovery_point:
             return
         first = self._segment_index_for(self.recovery_point)
-        segments = [s for s in self._segments[first:] if s.base_offset < target]
+        segments = [s for s in self._segment_list.segments[first:] if s.base_offset < target]
 
         def flush_segments() -> None:
             for segment in segments:
@@ -797,25 +557,21 @@ class Log:
 
     def _truncate_segments(self, offset: int) -> None:
         with self._lock:
-            self._truncate_segments_locked(offset)
-
-    def _truncate_segments_locked(self, offset: int) -> None:
-        index = self._segment_index_for(offset)
-        removed = self._segments[index + 1 :]
-        self._remove_segments(removed)
-        segment = self.active_segment
-        segment.truncate_to(offset)
-        segment.resize_indexes(self.config.segment_index_bytes)
-        self.log_end_offset = segment.next_offset()
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            index = self._segment_index_for(offset)
+            self._remove_segments(self._segment_list.segments[index + 1 :])
+            segment = self.active_segment
+            segment.truncate_to(offset)
+            segment.resize_indexes(self.config.segment_index_bytes)
+            self.log_end_offset = segment.next_offset()
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``new_offset``."""
 
         def restart() -> None:
             with self._lock:
-                self._remove_segments(list(self._segments))
-                self._add_segment(self._new_segment(new_offset))
+                self._remove_segments(list(self._segment_list.segments))
+                self._segment_list.add(self._new_segment(new_offset))
             self.producers.reset(new_offset)
 
         self._guard(restart)
@@ -825,21 +581,13 @@ class Log:
     def _remove_segments(self, segments: list[LogSegment]) -> None:
         """Take segments out of the log now; their files go after ``file.delete.delay.ms``."""
         due = self.clock.monotonic_ms() + self.config.file_delete_delay_ms
-        with self._lock:
-            for segment in segments:
-                index = self._segments.index(segment)
-                del self._segments[index]
-                del self._base_offsets[index]
-                segment.mark_deleted()
-                self._pending_deletes.append(_PendingDelete(due, segment))
+        self._segment_list.remove(segments, due)
 
     def purge_deleted_segments(self, *, force: bool = False) -> int:
         """Unlink removed segments whose delay has passed (all of them with ``force``)."""
-        now = self.clock.monotonic_ms()
-        due = [p for p in self._pending_deletes if force or p.due_ms <= now]
-        self._pending_deletes = [p for p in self._pending_deletes if p not in due]
-        for pending in due:
-            self._guard(pending.segment.delete_files)
+        due = self._segment_list.purge_due(self.clock.monotonic_ms(), force=force)
+        for segment in due:
+            self._guard(segment.delete_files)
         return len(due)
 
     def increment_log_start_offset(self, new_offset: int) -> bool:
@@ -861,29 +609,20 @@ class Log:
         """
         self.health.check()
         upper = self.log_end_offset if high_watermark is None else high_watermark
-        deletable = self._deletable_segments(upper)
+        deletable = deletable_segments(
+            self._segment_list.segments, self.config, log_start_offset=self.log_start_offset,
+            upper_offset=upper, now_ms=self.clock.milliseconds(),
+        )
         if not deletable:
             return 0
         self._guard(lambda: self._remove_segments(deletable))
-        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.log_start_offset = max(self.log_start_offset, self._segment_list.segments[0].base_offset)
         for segment in deletable:
             logger.info("retention removed %s", segment.log_path)
         # Snapshot files only: the producer state in memory is kept (Kafka, since KIP-360).
-        self._guard(lambda: self._delete_producer_snapshots(deletable))
+        bases = [segment.base_offset for segment in deletable]
+        self._guard(lambda: self.producers.delete_snapshots(bases))
         return len(deletable)
-
-    def _delete_producer_snapshots(self, segments: list[LogSegment]) -> None:
-        for segment in segments:
-            delete_snapshot_file(self.directory, segment.base_offset)
-
-    def _deletable_segments(self, upper: int) -> list[LogSegment]:
-        return deletable_segments(
-            self._segments,
-            self.config,
-            log_start_offset=self.log_start_offset,
-            upper_offset=upper,
-            now_ms=self.clock.milliseconds(),
-        )
 
     def replace_segments(self, new_segment: LogSegment, old_segments: list[LogSegment]) -> None:
         """The cleaner's swap: ``new_segment`` (suffix ``.swap``) replaces ``old_segments``.
@@ -896,9 +635,7 @@ class Log:
             with self._lock:
                 self._remove_segments(old_segments)
                 new_segment.change_file_suffix("")
-                position = bisect.bisect_left(self._base_offsets, new_segment.base_offset)
-                self._segments.insert(position, new_segment)
-                self._base_offsets.insert(position, new_segment.base_offset)
+                self._segment_list.insert(new_segment)
 
         self._guard(swap)
 
@@ -906,40 +643,11 @@ class Log:
         """Clean close: flush, final time-index entry, indexes trimmed, deleted files unlinked."""
 
         def close_all() -> None:
-            self._take_producer_snapshot(self.log_end_offset)
+            self.producers.take_snapshot(self.log_end_offset)
             self.flush()
             self.active_segment.on_become_inactive()
-            for segment in self._segments:
+            for segment in self._segment_list.segments:
                 segment.close()
 
         self._guard(close_all)
         self.purge_deleted_segments(force=True)
-
-
-def _has_producer_id(headers: Sequence[BatchHeader]) -> bool:
-    """The produce hot path's only producer-state cost for batches without a producer id."""
-    for header in headers:  # noqa: SIM110 - a plain loop: any() with a generator costs more
-        if header.producer_id >= 0:
-            return True
-    return False
-
-
-def parse_topic_partition(name: str) -> tuple[str, int]:
-    """``my-topic-3`` → (``my-topic``, 3); a name without a partition suffix is rejected."""
-    topic, separator, partition = name.rpartition("-")
-    if not separator or not topic or not partition.isdigit():
-        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
-    return topic, int(partition)
-
-
-def _max_timestamp(
-    headers: Sequence[BatchHeader], base_offsets: list[int], log_append_time: int
-) -> tuple[int, int]:
-    """The largest batch max timestamp and the last offset of the (first) batch holding it."""
-    if log_append_time >= 0:
-        return log_append_time, base_offsets[-1] + headers[-1].last_offset_delta
-    best_timestamp, best_offset = -1, base_offsets[0] + headers[0].last_offset_delta
-    for base_offset, header in zip(base_offsets, headers, strict=True):
-        if header.max_timestamp > best_timestamp:
-            best_timestamp, best_offset = header.max_timestamp, base_offset + header.last_offset_delta
-    return best_timestamp, best_offset

@@ -5,12 +5,20 @@ Layout of each log directory (Kafka's):
     <log.dir>/.kafka_cleanshutdown              present only between a clean stop and the next start
     <log.dir>/recovery-point-offset-checkpoint  topic partition offset, per log
     <log.dir>/log-start-offset-checkpoint       topic partition offset, per log
-    <log.dir>/<topic>-<partition>/               one Log
+    <log.dir>/<topic>-<partition>/               one Log (its partition.metadata: the topic id)
     <log.dir>/<topic>-<partition>.<id>-delete/   a deleted partition awaiting removal
+    <log.dir>/<topic>-<partition>.<id>-stray/    a log set aside as not this broker's: never
+                                                 loaded, never deleted (left to the operator)
 
 Start-up reads the marker and checkpoints, then loads every log (one thread per directory, up to
 ``num.recovery.threads.per.data.dir`` each), recovering from the recovery point when the marker is
 missing; the marker is removed once loading is done, so a crash later means an unclean start.
+
+Topic ids (``partition.metadata``, see ``storage.partition_metadata``): the manager reads and
+writes them on the broker's behalf and remembers them (``topic_ids``); the broker, which knows the
+metadata image, decides what a missing or different id means (``set_aside_stray`` for a log that
+belongs to an older topic of the same name). A log created with a topic id gets its file before
+anything can be appended to it.
 
 The manager is synchronous; the broker schedules ``flush_due_logs``, ``checkpoint``,
 ``run_retention`` and ``purge_deleted`` (and the cleaner) and runs them off the event loop.
@@ -20,12 +28,13 @@ from __future__ import annotations
 
 import logging
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
+from uuid import UUID
 
-from protocol.errors import KafkaError, KafkaStorageError
+from protocol.errors import InconsistentTopicIdError, KafkaError, KafkaStorageError
 from storage.checkpoint import OffsetCheckpointFile
 from storage.cleaner import (
     Cleaner,
@@ -39,16 +48,28 @@ from storage.cleaner import (
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import CorruptCheckpointError
-from storage.log import DirectoryHealth, Log, parse_topic_partition
+from storage.log import Log
+from storage.log_dirs import (
+    DELETE_DIR_SUFFIX,
+    STRAY_DIR_SUFFIX,
+    DirectoryHealth,
+    aside_directory_name,
+    parse_topic_partition,
+)
+from storage.partition_metadata import (
+    read_partition_metadata,
+    topic_id_to_string,
+    write_partition_metadata,
+)
 
 logger = logging.getLogger("samsa.storage.log_manager")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-DELETE_DIR_SUFFIX = "-delete"
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 
 
 class LogManager:
@@ -71,6 +92,8 @@ class LogManager:
         self._threads = recovery_threads_per_dir
         self.health = {d: DirectoryHealth(d) for d in self.log_dirs}
         self.logs: dict[TopicPartition, Log] = {}
+        # The topic id of each log's partition.metadata, once read or written.
+        self.topic_ids: dict[TopicPartition, UUID] = {}
         self.cleaner = Cleaner(offset_map=OffsetMap(cleaner_dedupe_buffer_bytes))
         # Logs whose cleaning failed (corrupt data): skipped until restart, as Kafka's
         # "uncleanable partitions".
@@ -122,6 +145,10 @@ class LogManager:
                 logger.info("removing deleted partition directory %s", path)
                 shutil.rmtree(path, ignore_errors=True)
                 continue
+            if path.name.endswith(STRAY_DIR_SUFFIX):
+                logger.warning("not loading stray partition directory %s (set aside earlier; "
+                               "delete it once its data is not needed)", path)
+                continue
             try:
                 parse_topic_partition(path.name)
             except ValueError:
@@ -134,9 +161,21 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+    def get_or_create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        *,
+        topic_id: UUID | None = None,
+    ) -> Log:
+        """The partition's log, created when absent. With ``topic_id``: a new log gets its
+        ``partition.metadata`` at once; an existing one without a file gets it, and one whose
+        file names another id raises INCONSISTENT_TOPIC_ID (as Kafka's ``getOrCreateLog``)."""
         existing = self.logs.get((topic, partition))
         if existing is not None:
+            if topic_id is not None and existing.health.offline_reason is None:
+                self._check_topic_id(existing, topic_id)
             return existing
         directory = self._least_loaded_directory()
         log = Log.open(
@@ -147,7 +186,68 @@ class LogManager:
             health=self.health[directory],
         )
         self.logs[(topic, partition)] = log
+        if topic_id is not None:
+            self.write_topic_id(topic, partition, topic_id)
         return log
+
+    def _check_topic_id(self, log: Log, topic_id: UUID) -> None:
+        stored = self.read_topic_id(log.topic, log.partition)
+        if stored is None:
+            self.write_topic_id(log.topic, log.partition, topic_id)
+        elif stored != topic_id:
+            raise InconsistentTopicIdError(
+                f"log {log.directory} has topic id {topic_id_to_string(stored)}, "
+                f"not {topic_id_to_string(topic_id)}"
+            )
+
+    # -- topic ids (partition.metadata) -------------------------------------------------------
+
+    def read_topic_id(self, topic: str, partition: int) -> UUID | None:
+        """The topic id in the log's ``partition.metadata``; None when it has none. Raises
+        CorruptPartitionMetadataError (naming the file) when the file is malformed."""
+        key = (topic, partition)
+        if key not in self.topic_ids:
+            log = self.logs[key]
+            metadata = self._on_disk(log, lambda: read_partition_metadata(log.directory))
+            if metadata is None:
+                return None
+            self.topic_ids[key] = metadata.topic_id
+        return self.topic_ids[key]
+
+    def write_topic_id(self, topic: str, partition: int, topic_id: UUID) -> None:
+        """Write the log's ``partition.metadata`` (temp file, fsync, rename)."""
+        log = self.logs[(topic, partition)]
+        self._on_disk(log, lambda: write_partition_metadata(log.directory, topic_id))
+        self.topic_ids[(topic, partition)] = topic_id
+
+    def take_offline(self, topic: str, partition: int, reason: str) -> None:
+        """Stop serving one log (every call on it raises KAFKA_STORAGE_ERROR) until restart;
+        the rest of its log directory stays online."""
+        log = self.logs[(topic, partition)]
+        log.health = DirectoryHealth(log.directory, offline_reason=reason)
+
+    def set_aside_stray(self, topic: str, partition: int) -> Path:
+        """Close the log and rename its directory ``<topic>-<partition>.<id>-stray``: never
+        loaded or served again, never deleted (Kafka keeps stray logs for the operator).
+        Returns the new path; the partition has no log until one is created."""
+        key = (topic, partition)
+        log = self.logs.pop(key)
+        self.topic_ids.pop(key, None)
+        log.close()
+        remove_cleaner_checkpoint(log.directory.parent, key)
+        target = log.directory.with_name(aside_directory_name(topic, partition, STRAY_DIR_SUFFIX))
+        self._on_disk(log, lambda: log.directory.rename(target))
+        return target
+
+    def _on_disk(self, log: Log, action: Callable[[], T]) -> T:
+        """Run a file operation on ``log``'s directory; an OSError takes it offline (sticky)."""
+        log.health.check()
+        try:
+            return action()
+        except OSError as error:
+            log.health.offline_reason = f"{type(error).__name__}: {error}"
+            logger.error("I/O error in %s; log directory goes offline: %s", log.directory, error)
+            raise KafkaStorageError(f"I/O error in {log.directory}: {error}") from error
 
     def _least_loaded_directory(self) -> Path:
         online = [d for d in self.log_dirs if self.health[d].offline_reason is None]
@@ -165,9 +265,10 @@ class LogManager:
         log = self.logs.pop((topic, partition), None)
         if log is None:
             return False
+        self.topic_ids.pop((topic, partition), None)
         log.close()
         remove_cleaner_checkpoint(log.directory.parent, (topic, partition))
-        target = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        target = log.directory.with_name(aside_directory_name(topic, partition, DELETE_DIR_SUFFIX))
         log.directory.rename(target)
         shutil.rmtree(target, ignore_errors=True)
         return True

@@ -76,6 +76,11 @@ class LogProducers:
         write_snapshot_file(self.directory, offset, encode_snapshot(self.state.producers.values()))
         self.snapshot_offset = offset
 
+    def delete_snapshots(self, offsets: Sequence[int]) -> None:
+        """Delete the snapshot files at ``offsets`` (retention: the state itself is kept)."""
+        for offset in offsets:
+            delete_snapshot_file(self.directory, offset)
+
     def reset(self, offset: int) -> None:
         """The log restarts empty at ``offset``: no state, no snapshot files."""
         for snapshot_offset in list_snapshot_offsets(self.directory):

@@ -1,0 +1,149 @@
+"""Loading a partition log at open: its segments read back, recovered where needed (Kafka's
+``LogLoader``).
+
+Steps, in order:
+1. leftovers of interrupted operations are resolved (``storage.recovery``: ``.deleted``, ``.tmp``,
+   ``.cleaned``, ``.swap``); a completed swap's segment gets its indexes rebuilt;
+2. every ``<base>.log`` is opened oldest first; a segment with a missing or corrupt index
+   (``LogSegment.sanity_check``) is recovered: its batches checked and its indexes rebuilt;
+3. after an unclean shutdown every segment from the one holding the recovery point on is
+   recovered; the first one cut short (a bad batch) ends the log: the segments after it are
+   deleted, since offsets must stay contiguous;
+4. an empty directory gets one empty segment at the log start offset; the log end offset is the
+   active segment's next offset (an unreadable tail found there, damage after a clean shutdown,
+   is recovered too rather than failing the whole directory).
+
+Invariants on return: the segment list is sorted and non-empty, everything in it passed the
+checks above, and ``LoadedLogOffsets`` says where the log starts and ends and from which segment
+on recovery rebuilt files (the producer-state replay refills their ``.txnindex`` from there).
+
+Owner: runs once, inside ``Log.open``, before the log is shared with anyone; the ``Log`` then
+finishes loading (producer state, snapshots, a log start offset past the recovered end) with
+what is returned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.errors import CorruptMessageError, InvalidRecordError
+from storage.errors import CorruptIndexError
+from storage.log_segments import LogSegments
+from storage.recovery import clean_partition_directory
+from storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    parse_base_offset,
+    segment_file_name,
+)
+
+# The Log's logger: what loading reports reads as the log's own messages.
+logger = logging.getLogger("samsa.storage.log")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedLogOffsets:
+    log_start_offset: int
+    log_end_offset: int
+    # The lowest base offset of a segment recovery rebuilt; None when none was.
+    recovered_from: int | None
+
+
+class LogLoader:
+    def __init__(
+        self,
+        directory: Path,
+        segments: LogSegments,
+        new_segment: Callable[[int], LogSegment],
+    ) -> None:
+        self.directory = directory
+        self.segments = segments
+        self.new_segment = new_segment
+        self.recovered_from: int | None = None
+
+    def load(
+        self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool
+    ) -> LoadedLogOffsets:
+        """Fill the (empty) segment list from the directory; see the module docstring."""
+        cleanup = clean_partition_directory(self.directory)
+        for base in self._discover_base_offsets():
+            segment = self._open_segment(base)
+            if base in cleanup.completed_swaps:
+                self._recover_segment(segment, "completed swap")
+            self.segments.add(segment)
+        if not had_clean_shutdown:
+            self._recover_from(recovery_point)
+        if not self.segments.segments:
+            self.segments.add(self.new_segment(log_start_offset))
+        log_end_offset = self._active_next_offset()
+        start = max(log_start_offset, self.segments.segments[0].base_offset)
+        return LoadedLogOffsets(start, log_end_offset, self.recovered_from)
+
+    def _discover_base_offsets(self) -> list[int]:
+        names = (path.name for path in self.directory.iterdir())
+        return sorted(parse_base_offset(name) for name in names if name.endswith(LOG_SUFFIX))
+
+    def _open_segment(self, base: int) -> LogSegment:
+        indexes_present = all(
+            (self.directory / segment_file_name(base, suffix)).exists()
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        )
+        segment = self.new_segment(base)
+        if not indexes_present:
+            self._recover_segment(segment, "missing index file")
+            return segment
+        try:
+            segment.sanity_check()
+        except CorruptIndexError as error:
+            self._recover_segment(segment, f"corrupt index ({error})")
+        return segment
+
+    def _recover_segment(self, segment: LogSegment, why: str) -> int:
+        result = segment.recover()
+        if self.recovered_from is None or segment.base_offset < self.recovered_from:
+            self.recovered_from = segment.base_offset
+        if result.truncated_bytes:
+            logger.warning(
+                "truncated %s at position %d (offset %d): %d invalid bytes removed: %s",
+                segment.log_path, result.valid_bytes, result.next_offset,
+                result.truncated_bytes, result.reason,
+            )
+        else:
+            logger.info("rebuilt indexes of %s (%s)", segment.log_path, why)
+        return result.truncated_bytes
+
+    def _recover_from(self, recovery_point: int) -> None:
+        """Scan every segment from the one holding ``recovery_point``; cut at the first bad batch."""
+        segments = self.segments.segments
+        start = self.segments.index_for(recovery_point)
+        for index in range(start, len(segments)):
+            if self._recover_segment(segments[index], "unclean shutdown"):
+                for later in self.segments.drop_after(index):
+                    logger.warning("deleting %s: it follows a truncated segment", later.log_path)
+                    later.delete_files()
+                break
+        for segment in segments[start:]:
+            segment.flush()
+
+    def _active_next_offset(self) -> int:
+        """The LEO from the active segment; an unreadable tail (damage after a clean shutdown)
+        is recovered rather than stopping the whole directory from loading."""
+        segment = self.segments.active
+        try:
+            return segment.next_offset()
+        except (CorruptMessageError, InvalidRecordError) as error:
+            self._recover_segment(segment, f"unreadable batch after a clean shutdown ({error})")
+            return segment.next_offset()
+
+
+def load_rolling_timestamp(segment: LogSegment) -> None:
+    """The time-based roll of a reopened segment counts from its first batch's timestamp."""
+    if segment.rolling_based_timestamp is None and segment.size > 0:
+        for _, header in segment.scan_headers(0):
+            segment.rolling_based_timestamp = header.max_timestamp
+            break
