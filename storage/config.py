@@ -43,6 +43,21 @@ class LogConfig:
     message_timestamp_after_max_ms: int = 3600 * 1000
     file_delete_delay_ms: int = 60_000
     preallocate: bool = False
+    # Kept, validated and described like Kafka's, but not acted on by the log (see README):
+    # the broker stores batches as producers compressed them and has one replica per partition.
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     @property
     def compact(self) -> bool:
@@ -57,11 +72,12 @@ class LogConfig:
         cls, properties: Mapping[str, str], *, base: LogConfig | None = None
     ) -> LogConfig:
         """Parse Kafka-named properties (``segment.bytes`` ...) over ``base`` (defaults)."""
+        for key, raw in properties.items():  # Kafka checks every name before any value
+            if key not in LOG_CONFIG_KEYS:
+                raise ConfigError(key, raw, f"Unknown topic config name: {key}")
         changes: dict[str, object] = {}
         for key, raw in properties.items():
-            spec = LOG_CONFIG_KEYS.get(key)
-            if spec is None:
-                raise ConfigError(key, raw, "unknown topic config")
+            spec = LOG_CONFIG_KEYS[key]
             changes[spec.field] = spec.parse(key, str(raw))
         return dataclasses.replace(base or cls(), **changes)  # type: ignore[arg-type]
 
@@ -121,6 +137,50 @@ def _boolean(key: str, raw: str) -> bool:
     return lowered == "true"
 
 
+# Kafka's BrokerCompressionType names.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+
+def _compression_type(key: str, raw: str) -> str:
+    value = raw.strip()
+    if value not in COMPRESSION_TYPES:
+        raise ConfigError(key, raw, f"String must be one of: {', '.join(COMPRESSION_TYPES)}")
+    return value
+
+
+def _gzip_level(key: str, raw: str) -> int:
+    """Kafka's GZIP level: 1..9, or -1 for the codec's default."""
+    value = _int_parser(-1, 9)(key, raw)
+    if value == 0:
+        raise ConfigError(key, raw, "Value must be between 1 and 9 or equal to -1")
+    return value
+
+
+def _throttled_replicas(key: str, raw: str) -> str:
+    """Kafka's ``ThrottledReplicaListValidator``: "", "*" or partition:broker pairs."""
+    parts = [part.strip() for part in raw.split(",") if part.strip()]
+    if parts == ["*"] or all(_is_replica_pair(part) for part in parts):
+        return ",".join(parts)
+    raise ConfigError(
+        key, raw, "must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+    )
+
+
+def _is_replica_pair(part: str) -> bool:
+    partition, _, broker = part.partition(":")
+    return partition.strip().isdigit() and broker.strip().isdigit()
+
+
+def _remote_storage(key: str, raw: str) -> bool:
+    if _boolean(key, raw):
+        raise ConfigError(
+            key, raw, "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+            "configured with remote log storage.",
+        )
+    return False
+
+
 def _render_bool(value: object) -> str:
     return "true" if value else "false"
 
@@ -152,4 +212,21 @@ LOG_CONFIG_KEYS: dict[str, ConfigKey] = {
     "message.timestamp.after.max.ms": ConfigKey("message_timestamp_after_max_ms", _int_parser(0)),
     "file.delete.delay.ms": ConfigKey("file_delete_delay_ms", _int_parser(0)),
     "preallocate": ConfigKey("preallocate", _boolean, _render_bool),
+    "compression.type": ConfigKey("compression_type", _compression_type),
+    "compression.gzip.level": ConfigKey("compression_gzip_level", _gzip_level),
+    "compression.lz4.level": ConfigKey("compression_lz4_level", _int_parser(1, 17)),
+    "compression.zstd.level": ConfigKey("compression_zstd_level", _int_parser(-131072, 22)),
+    "min.insync.replicas": ConfigKey("min_insync_replicas", _int_parser(1, INT_MAX)),
+    "unclean.leader.election.enable": ConfigKey(
+        "unclean_leader_election_enable", _boolean, _render_bool),
+    "leader.replication.throttled.replicas": ConfigKey(
+        "leader_replication_throttled_replicas", _throttled_replicas),
+    "follower.replication.throttled.replicas": ConfigKey(
+        "follower_replication_throttled_replicas", _throttled_replicas),
+    "remote.storage.enable": ConfigKey("remote_storage_enable", _remote_storage, _render_bool),
+    "local.retention.ms": ConfigKey("local_retention_ms", _int_parser(-2)),
+    "local.retention.bytes": ConfigKey("local_retention_bytes", _int_parser(-2)),
+    "remote.log.copy.disable": ConfigKey("remote_log_copy_disable", _boolean, _render_bool),
+    "remote.log.delete.on.disable": ConfigKey(
+        "remote_log_delete_on_disable", _boolean, _render_bool),
 }
