@@ -7,11 +7,16 @@ coordinator's (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED — below v2 INVALID
 CONCURRENT_TRANSACTIONS, INVALID_REQUEST for an empty transactional id).
 
 Not implemented: authorization (TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED never answered).
+
+Authorization (with an authorizer): WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.offsets import OFFSETS_TOPIC
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
@@ -21,6 +26,10 @@ PRODUCER_FENCED_VERSION = 2
 
 
 def handle(context: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not authorize(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     broker = context.broker
     partition = (OFFSETS_TOPIC, broker.offset_store.partition_for(request.group_id))
     error = broker.transactions.coordinator.add_partitions(

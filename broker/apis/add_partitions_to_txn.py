@@ -17,6 +17,10 @@ INVALID_PRODUCER_EPOCH), CONCURRENT_TRANSACTIONS while a transaction completes, 
 coordinator error when the log write failed. v4+ carries a top-level error code (NONE).
 
 Not implemented: authorization (every principal may write every transactional id and topic).
+
+Authorization (with an authorizer): v0–v3 (producers) need WRITE on the transactional id
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else TOPIC_AUTHORIZATION_FAILED,
+the others OPERATION_NOT_ATTEMPTED); v4+ (brokers) need CLUSTER_ACTION on the cluster.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import ErrorCode, KafkaError
+from broker.auth import authorize, authorize_cluster, filter_authorized
+from broker.auth.acl import AclOperation, ResourceType
+from protocol.errors import ClusterAuthorizationFailedError, ErrorCode, KafkaError
 from protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
@@ -54,6 +60,8 @@ def handle(context: RequestContext, request: AddPartitionsToTxnRequest) -> AddPa
         )
         result = _handle_one(context, transaction)
         return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=result.topic_results)
+    if not authorize_cluster(context, AclOperation.CLUSTER_ACTION):
+        return error_response(request, ClusterAuthorizationFailedError())
     return AddPartitionsToTxnResponse(
         error_code=0,
         results_by_transaction=[_handle_one(context, t) for t in request.transactions],
@@ -64,6 +72,11 @@ def _handle_one(
     context: RequestContext, transaction: AddPartitionsToTxnTransaction
 ) -> AddPartitionsToTxnResult:
     wanted = _partitions(transaction.topics)
+    if context.api_version < BATCHED_VERSION and not authorize(
+        context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transaction.transactional_id
+    ):
+        denied = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return _result(transaction.transactional_id, denied)
     refused = _refused(context, wanted)
     if refused:
         errors = {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
@@ -91,8 +104,10 @@ def _refused(context: RequestContext, wanted: list[TopicPartition]) -> dict[Topi
     manager = context.broker.replica_manager
     from_producer = context.api_version < BATCHED_VERSION
     refused = {}
+    writable = filter_authorized(context, AclOperation.WRITE, ResourceType.TOPIC,
+                                 [topic for topic, _ in wanted])
     for topic, index in wanted:
-        if from_producer and is_internal(topic):
+        if from_producer and (topic not in writable or is_internal(topic)):
             refused[(topic, index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif manager.partition(topic, index) is None:
             refused[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -10,6 +10,9 @@ directory -> NONE (a no-op, as in Kafka).
 Not implemented: moving a replica to another directory (Kafka copies it as a "future" replica
 while the current one keeps serving, then swaps). Such a move is refused with INVALID_REQUEST
 and a log line saying so; nothing is changed. v0 (Kafka 1.x) is not served, as Kafka 4 does not.
+
+Authorization (with an authorizer): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+for every partition.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import logging
 from pathlib import Path
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize_cluster
+from broker.auth.acl import AclOperation
 from protocol.errors import (
+    ClusterAuthorizationFailedError,
     InvalidRequestError,
     KafkaError,
     KafkaStorageError,
@@ -38,6 +44,8 @@ logger = logging.getLogger("samsa.broker.apis.alter_replica_log_dirs")
 def handle(
     context: RequestContext, request: AlterReplicaLogDirsRequest
 ) -> AlterReplicaLogDirsResponse:
+    if not authorize_cluster(context, AclOperation.ALTER):
+        return error_response(request, ClusterAuthorizationFailedError())
     manager = context.broker.log_manager
     directories = {str(directory.absolute()): directory for directory in manager.log_dirs}
     results: dict[str, list[AlterReplicaLogDirPartitionResult]] = {}

@@ -10,6 +10,8 @@ Metadata shows them at once. ``validate_only`` checks everything and writes noth
 
 Not implemented: quotas (THROTTLING_QUOTA_EXCEEDED), ACLs; ``timeout_ms`` is not needed (the
 change is complete when the response is sent).
+
+Authorization (with an authorizer): ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import InvalidRequestError, KafkaError, UnknownServerError
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
+from protocol.errors import (
+    InvalidRequestError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    UnknownServerError,
+)
 from protocol.messages.create_partitions_request import (
     CreatePartitionsRequest,
     CreatePartitionsTopic,
@@ -45,6 +54,8 @@ def handle(context: RequestContext, request: CreatePartitionsRequest) -> CreateP
 def _create(
     context: RequestContext, topic: CreatePartitionsTopic, validate_only: bool
 ) -> CreatePartitionsTopicResult:
+    if not authorize(context, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+        return _result(topic.name, TopicAuthorizationFailedError())
     assignments = None
     if topic.assignments is not None:
         assignments = [list(assignment.broker_ids) for assignment in topic.assignments]

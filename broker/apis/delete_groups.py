@@ -4,6 +4,8 @@ Per group: GROUP_ID_NOT_FOUND when this node has no such group, NON_EMPTY_GROUP 
 members, else the group is deleted (Dead, and forgotten by the coordinator). When the broker
 has an offset store, the group's committed offsets are deleted with it
 (``offset_store.delete_group``). A group named twice is answered once per name, as in Kafka.
+
+Authorization (with an authorizer): DELETE on each group, else GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.delete_groups_request import DeleteGroupsRequest
 from protocol.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
@@ -26,6 +30,8 @@ def handle(context: RequestContext, request: DeleteGroupsRequest) -> DeleteGroup
 
 
 def _delete(context: RequestContext, group_id: str) -> int:
+    if not authorize(context, AclOperation.DELETE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
     error = context.broker.group_coordinator.delete(group_id)
     if error is not ErrorCode.NONE:
         return error

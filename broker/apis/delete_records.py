@@ -10,6 +10,9 @@ next retention run. The log start offset reaches disk with the next
 ``log-start-offset-checkpoint`` (and at a clean shutdown), as in Kafka.
 
 Not implemented: nothing to wait for on one node, so ``timeout_ms`` is not used.
+
+Authorization (with an authorizer): each topic needs DELETE, else its partitions answer
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import KafkaError, UnknownServerError, UnknownTopicOrPartitionError
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
+from protocol.errors import (
+    KafkaError,
+    TopicAuthorizationFailedError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
 from protocol.messages.delete_records_request import DeleteRecordsPartition, DeleteRecordsRequest
 from protocol.messages.delete_records_response import (
     DeleteRecordsPartitionResult,
@@ -34,8 +44,12 @@ def handle(context: RequestContext, request: DeleteRecordsRequest) -> DeleteReco
     response = DeleteRecordsResponse()
     for topic in request.topics:
         result = DeleteRecordsTopicResult(name=topic.name)
+        allowed = authorize(context, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for requested in topic.partitions:
-            result.partitions.append(_delete(context, topic.name, requested))
+            result.partitions.append(
+                _delete(context, topic.name, requested) if allowed
+                else _failed(requested.partition_index, TopicAuthorizationFailedError())
+            )
         response.topics.append(result)
     return response
 

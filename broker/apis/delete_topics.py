@@ -6,6 +6,9 @@ id or neither. The RemoveTopicRecord is fsynced in the metadata log before the l
 deleted, so a crash in between leaves stray logs that the next start-up removes.
 
 Not implemented: quotas (THROTTLING_QUOTA_EXCEEDED), ``delete.topic.enable``.
+
+Authorization (with an authorizer): DELETE on the topic (by id: DESCRIBE too), else
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -14,8 +17,15 @@ import logging
 from uuid import UUID
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from protocol.codec import ZERO_UUID
-from protocol.errors import InvalidRequestError, KafkaError, UnknownServerError
+from protocol.errors import (
+    InvalidRequestError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    UnknownServerError,
+)
 from protocol.messages.delete_topics_request import DeleteTopicsRequest
 from protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 
@@ -41,6 +51,7 @@ def _delete(context: RequestContext, name: str | None, topic_id: UUID) -> Deleta
     try:
         if (name is None) == (topic_id == ZERO_UUID):
             raise InvalidRequestError("give either a topic name or a topic id")
+        _authorize(context, name, topic_id)
         if name is not None:
             topic = context.broker.replica_manager.delete_topic(name=name)
         else:
@@ -51,6 +62,21 @@ def _delete(context: RequestContext, name: str | None, topic_id: UUID) -> Deleta
         logger.exception("deleting topic %r (%s) failed", name, topic_id)
         return _failed(name, topic_id, UnknownServerError())
     return DeletableTopicResult(name=topic.name, topic_id=topic.topic_id, error_code=0)
+
+
+def _authorize(context: RequestContext, name: str | None, topic_id: UUID) -> None:
+    """DELETE on the topic; one named by id needs DESCRIBE first (Kafka's order)."""
+    if context.broker.authorizer is None:
+        return
+    if name is None:
+        topic = context.broker.replica_manager.topic_by_id(topic_id)
+        if topic is None:
+            return  # UNKNOWN_TOPIC_ID from the deletion itself
+        name = topic.name
+        if not authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            raise TopicAuthorizationFailedError()
+    if not authorize(context, AclOperation.DELETE, ResourceType.TOPIC, name):
+        raise TopicAuthorizationFailedError()
 
 
 def _failed(name: str | None, topic_id: UUID, error: KafkaError) -> DeletableTopicResult:

@@ -1,17 +1,23 @@
 """DescribeCluster: v0–v1.
 
-The cluster id, this node as the controller and as the only broker (at its advertised listener;
+The cluster id, this node as the controller and as the only broker (at the advertised endpoint of the client's listener;
 no rack). v1 ``endpoint_type``: BROKER (1) is served; CONTROLLER (2) -> MISMATCHED_ENDPOINT_TYPE,
 any other value -> UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST at v0), as Kafka's
 ``AuthHelper.computeDescribeClusterResponse``.
 
 Not implemented: ``broker.rack`` (rack is null), cluster authorized operations (no ACLs: always
 the schema's "not requested" value).
+
+Authorization (with an authorizer): ``include_cluster_authorized_operations`` answers the
+cluster's allowed operations' bitfield (0 without DESCRIBE on the cluster).
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import NOT_REQUESTED_OPERATIONS, authorize_cluster, authorized_operations
+from broker.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.config import endpoint_for
 from protocol.errors import (
     InvalidRequestError,
     KafkaError,
@@ -32,15 +38,22 @@ def handle(context: RequestContext, request: DescribeClusterRequest) -> Describe
     if request.endpoint_type != BROKER_ENDPOINT_TYPE:
         return error_response(request, _endpoint_error(context.api_version, request.endpoint_type))
     broker = context.broker
+    operations = NOT_REQUESTED_OPERATIONS
+    if request.include_cluster_authorized_operations:
+        operations = (
+            authorized_operations(context, ResourceType.CLUSTER, CLUSTER_NAME)
+            if authorize_cluster(context, AclOperation.DESCRIBE) else 0
+        )
     return DescribeClusterResponse(
         endpoint_type=BROKER_ENDPOINT_TYPE,
+        cluster_authorized_operations=operations,
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         brokers=[
             DescribeClusterBroker(
                 broker_id=broker.node_id, host=listener.host, port=listener.port, rack=None
             )
-            for listener in broker.advertised[:1]
+            for listener in endpoint_for(broker.advertised, context.listener_name)
         ],
     )
 

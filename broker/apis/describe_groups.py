@@ -7,15 +7,20 @@ empty. A group that does not exist is described as "Dead" with no error (Kafka's
 v6); a group whose ``__consumer_offsets`` partition is loading gets COORDINATOR_LOAD_IN_PROGRESS.
 
 Not implemented: authorized operations (always "not requested").
+
+Authorization (with an authorizer): DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED;
+v3+ ``include_authorized_operations`` fills in the group's allowed operations' bitfield.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import NOT_REQUESTED_OPERATIONS, authorize, authorized_operations
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.classic import ClassicGroup
 from broker.group.member import ClassicGroupMember
 from broker.group.values import GroupState
-from protocol.errors import KafkaError
+from protocol.errors import GroupAuthorizationFailedError, KafkaError
 from protocol.messages.describe_groups_request import DescribeGroupsRequest
 from protocol.messages.describe_groups_response import (
     DescribedGroup,
@@ -28,11 +33,20 @@ def handle(context: RequestContext, request: DescribeGroupsRequest) -> DescribeG
     coordinator = context.broker.group_coordinator
     described = []
     for group_id in request.groups:
+        if not authorize(context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(DescribedGroup(
+                error_code=GroupAuthorizationFailedError.code, group_id=group_id))
+            continue
         unavailable = coordinator.partition_error(group_id)
         if unavailable is not None:
             described.append(DescribedGroup(error_code=unavailable, group_id=group_id))
-        else:
-            described.append(_describe(group_id, coordinator.get_group(group_id)))
+            continue
+        group = _describe(group_id, coordinator.get_group(group_id))
+        group.authorized_operations = (
+            authorized_operations(context, ResourceType.GROUP, group_id)
+            if request.include_authorized_operations else NOT_REQUESTED_OPERATIONS
+        )
+        described.append(group)
     return DescribeGroupsResponse(groups=described)
 
 

@@ -8,6 +8,8 @@ directory -> KAFKA_STORAGE_ERROR for it alone. ``__cluster_metadata`` is not lis
 raft log is not one of the log manager's logs).
 
 Not implemented: future replicas (AlterReplicaLogDirs), ACLs.
+
+Authorization (with an authorizer): DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import KafkaError, KafkaStorageError
+from broker.auth import authorize_cluster
+from broker.auth.acl import AclOperation
+from protocol.errors import ClusterAuthorizationFailedError, KafkaError, KafkaStorageError
 from protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition,
@@ -34,6 +38,8 @@ Wanted = Callable[[str, int], bool]
 
 
 def handle(context: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not authorize_cluster(context, AclOperation.DESCRIBE):
+        return error_response(request, ClusterAuthorizationFailedError())
     wanted = _wanted(request)
     return DescribeLogDirsResponse(
         results=[_describe(context, directory, wanted) for directory in context.broker.log_manager.log_dirs]

@@ -13,6 +13,9 @@ it), size in bytes, first timestamp (the max timestamp of its first batch, as Ka
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (only the partition
 leader answers), KAFKA_STORAGE_ERROR (log directory offline). Kafka clients skip the unknown key
 in ApiVersions. Not implemented: ACLs (Kafka would need DESCRIBE on the topic).
+
+Authorization (with an authorizer): a topic needs DESCRIBE; a named one without it answers
+TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves it out.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from protocol.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
+    TopicAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
@@ -43,7 +49,10 @@ def handle(
     response = SamsaDescribeLogSegmentsResponse()
     for name, indexes in _requested(context, request):
         result = DescribeLogSegmentsTopicResult(name=name)
-        result.partitions = [_describe(context, name, index) for index in indexes]
+        if authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            result.partitions = [_describe(context, name, index) for index in indexes]
+        else:
+            result.partitions = [_failed(i, TopicAuthorizationFailedError()) for i in indexes]
         response.topics.append(result)
     return response
 
@@ -55,7 +64,8 @@ def _requested(
         return [(topic.name, topic.partitions) for topic in request.topics]
     everything: dict[str, list[int]] = {}
     for name, index in sorted(context.broker.replica_manager.partitions):
-        everything.setdefault(name, []).append(index)
+        if authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            everything.setdefault(name, []).append(index)
     return list(everything.items())
 
 

@@ -10,12 +10,18 @@ Every replica is eligible and in sync on a single node, so ``eligible_leader_rep
 ``last_known_elr`` are empty.
 
 Not implemented: authorized operations (always "not requested"), ACLs.
+
+Authorization (with an authorizer): DESCRIBE on each topic; a named one without it answers
+TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves it out. Every described topic carries
+its allowed operations' bitfield, as Kafka's handler always sets it.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import KafkaError, UnknownTopicOrPartitionError
+from broker.auth import authorize, authorized_operations
+from broker.auth.acl import AclOperation, ResourceType
+from protocol.errors import KafkaError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError
 from protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from protocol.messages.describe_topic_partitions_response import (
     Cursor,
@@ -33,11 +39,15 @@ def handle(
 ) -> DescribeTopicPartitionsResponse:
     image = context.broker.replica_manager.image
     names = sorted({t.name for t in request.topics} if request.topics else image.topics_by_name)
+    response = DescribeTopicPartitionsResponse()
+    allowed = [n for n in names if authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, n)]
+    if request.topics:
+        response.topics += [_denied(name) for name in names if name not in set(allowed)]
+    names = allowed
     cursor = request.cursor
     if cursor is not None:
         names = [name for name in names if name >= cursor.topic_name]
     budget = max(request.response_partition_limit, 1)
-    response = DescribeTopicPartitionsResponse()
     for name in names:
         topic = image.topics_by_name.get(name)
         if topic is None or name == METADATA_TOPIC:
@@ -47,6 +57,9 @@ def handle(
         indexes = [index for index in sorted(topic.partitions) if index >= first]
         described, rest = indexes[:budget], indexes[budget:]
         response.topics.append(_describe(topic, described))
+        response.topics[-1].topic_authorized_operations = authorized_operations(
+            context, ResourceType.TOPIC, name
+        )
         budget -= len(described)
         if rest:
             response.next_cursor = Cursor(topic_name=name, partition_index=rest[0])
@@ -78,6 +91,12 @@ def _describe(topic: TopicImage, indexes: list[int]) -> DescribeTopicPartitionsR
     return DescribeTopicPartitionsResponseTopic(
         name=topic.name, topic_id=topic.topic_id, is_internal=is_internal(topic.name),
         partitions=partitions,
+    )
+
+
+def _denied(name: str) -> DescribeTopicPartitionsResponseTopic:
+    return DescribeTopicPartitionsResponseTopic(
+        error_code=TopicAuthorizationFailedError.code, name=name
     )
 
 

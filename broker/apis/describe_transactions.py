@@ -7,6 +7,9 @@ Errors per id: INVALID_REQUEST for an empty id, TRANSACTIONAL_ID_NOT_FOUND for a
 expiring (Dead) one.
 
 Not implemented: authorization (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+
+Authorization (with an authorizer): DESCRIBE on each transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 from itertools import groupby
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from broker.transaction.metadata import TransactionMetadata
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.describe_transactions_request import DescribeTransactionsRequest
@@ -28,6 +33,12 @@ def handle(context: RequestContext, request: DescribeTransactionsRequest) -> Des
     coordinator = context.broker.transactions.coordinator
     states = []
     for transactional_id in request.transactional_ids:
+        if not authorize(context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                         transactional_id):
+            states.append(TransactionState(
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                transactional_id=transactional_id))
+            continue
         found = coordinator.describe(transactional_id)
         if isinstance(found, ErrorCode):
             states.append(TransactionState(error_code=found, transactional_id=transactional_id))

@@ -9,12 +9,17 @@ only the partitions it elected, so the answer is empty. An unknown election type
 INVALID_REQUEST for the whole request.
 
 Not implemented: ACLs (Kafka needs ALTER on the cluster).
+
+Authorization (with an authorizer): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize_cluster
+from broker.auth.acl import AclOperation
 from protocol.errors import (
+    ClusterAuthorizationFailedError,
     ElectionNotNeededError,
     InvalidRequestError,
     KafkaError,
@@ -31,6 +36,8 @@ _PREFERRED, _UNCLEAN = 0, 1
 
 
 def handle(context: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
+    if not authorize_cluster(context, AclOperation.ALTER):
+        return error_response(request, ClusterAuthorizationFailedError())
     if request.election_type not in (_PREFERRED, _UNCLEAN):
         return error_response(request, InvalidRequestError(
             f"unknown election type {request.election_type}"))

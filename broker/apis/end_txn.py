@@ -12,11 +12,16 @@ below v2. The v5 response carries the producer id and epoch (the current ones).
 Not implemented: transactions version 2 (KIP-890 part 2, EndTxn v5 bumping the epoch at the
 end of every transaction): v5 is served with version 1 semantics; clients only use version 2
 when the broker finalizes the ``transaction.version`` feature, which Samsa does not advertise.
+
+Authorization (with an authorizer): WRITE on the transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.end_txn_request import EndTxnRequest
 from protocol.messages.end_txn_response import EndTxnResponse
@@ -25,6 +30,8 @@ PRODUCER_FENCED_VERSION = 2
 
 
 def handle(context: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    if not authorize(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     result = context.broker.transactions.coordinator.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch,
         commit=request.committed,

@@ -1,7 +1,7 @@
 """FindCoordinator: v1–v6.
 
 Key type GROUP (0): this node is the coordinator of every group (a single node leads every
-``__consumer_offsets`` partition), at its first advertised listener. Key type TRANSACTION (1):
+``__consumer_offsets`` partition), at the advertised endpoint of the client's listener. Key type TRANSACTION (1):
 likewise this node, the transaction coordinator of every transactional id (it leads every
 ``__transaction_state`` partition; the topic is created at the first InitProducerId). Any
 other key type (SHARE in Kafka 4): INVALID_REQUEST. v1–v3 ask for one ``key`` and get top-level fields; v4+ batch
@@ -9,15 +9,23 @@ other key type (SHARE in Kafka 4): INVALID_REQUEST. v1–v3 ask for one ``key`` 
 
 Not implemented: creating ``__consumer_offsets`` before answering (Kafka answers
 COORDINATOR_NOT_AVAILABLE until it exists); the group coordinator here does not need it.
+
+Authorization (with an authorizer): DESCRIBE on the group / transactional id, else
+GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
+from broker.config import endpoint_for
 from protocol.errors import (
     CoordinatorNotAvailableError,
+    GroupAuthorizationFailedError,
     InvalidRequestError,
     KafkaError,
+    TransactionalIdAuthorizationFailedError,
 )
 from protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
@@ -42,10 +50,19 @@ def handle(context: RequestContext, request: FindCoordinatorRequest) -> FindCoor
 def _coordinator(context: RequestContext, key: str, key_type: int) -> Coordinator:
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return _failed(key, InvalidRequestError(f"unknown coordinator key type {key_type}"))
+    if key_type == GROUP_KEY_TYPE and not authorize(
+        context, AclOperation.DESCRIBE, ResourceType.GROUP, key
+    ):
+        return _failed(key, GroupAuthorizationFailedError())
+    if key_type == TRANSACTION_KEY_TYPE and not authorize(
+        context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return _failed(key, TransactionalIdAuthorizationFailedError())
     broker = context.broker
-    if not broker.advertised:
+    endpoint = endpoint_for(broker.advertised, context.listener_name)
+    if not endpoint:
         return _failed(key, CoordinatorNotAvailableError("no advertised listener"))
-    listener = broker.advertised[0]
+    listener = endpoint[0]
     return Coordinator(key=key, node_id=broker.node_id, host=listener.host, port=listener.port,
                        error_code=0, error_message=None)
 

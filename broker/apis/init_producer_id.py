@@ -19,12 +19,24 @@ INVALID_PRODUCER_EPOCH below v4 (as Kafka).
 
 An empty transactional id, or a producer id without an epoch (or the reverse), is
 INVALID_REQUEST, as in Kafka. Not implemented: two-phase commit (KIP-939, v6).
+
+Authorization (with an authorizer): a transactional id needs WRITE on it (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE on the
+cluster or WRITE on some topic (Kafka 4), else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import ErrorCode, InvalidRequestError, KafkaError
+from broker.auth import authorize, authorize_by_resource_type, authorize_cluster
+from broker.auth.acl import AclOperation, ResourceType
+from protocol.errors import (
+    ClusterAuthorizationFailedError,
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    TransactionalIdAuthorizationFailedError,
+)
 from protocol.messages.init_producer_id_request import InitProducerIdRequest
 from protocol.messages.init_producer_id_response import InitProducerIdResponse
 
@@ -38,7 +50,13 @@ def handle(context: RequestContext, request: InitProducerIdRequest) -> InitProdu
         return error_response(request, InvalidRequestError(
             "producer id and epoch must be given together"))
     if request.transactional_id is not None:
+        if not authorize(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         request.transactional_id):
+            return error_response(request, TransactionalIdAuthorizationFailedError())
         return _transactional(context, request, request.transactional_id)
+    if not (authorize_cluster(context, AclOperation.IDEMPOTENT_WRITE)
+            or authorize_by_resource_type(context, AclOperation.WRITE, ResourceType.TOPIC)):
+        return error_response(request, ClusterAuthorizationFailedError())
     manager = context.broker.replica_manager
     return InitProducerIdResponse(producer_id=manager.allocate_producer_id(), producer_epoch=0)
 

@@ -9,6 +9,8 @@ The member list goes to the leader only.
 
 Not implemented: ``skip_assignment`` (v9, KIP-814: never set, the leader always assigns); the
 ``reason`` (v8+) is accepted and ignored.
+
+Authorization (with an authorizer): READ on the group, else GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 import asyncio
 
 from broker.apis import ApiSpec, HandlerResult, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.values import JoinRequest, JoinResponse, Protocol
-from protocol.errors import KafkaError
+from protocol.errors import GroupAuthorizationFailedError, KafkaError
 from protocol.messages.join_group_request import JoinGroupRequest
 from protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 
@@ -27,6 +31,8 @@ SKIP_ASSIGNMENT_VERSION = 9
 
 
 def handle(context: RequestContext, request: JoinGroupRequest) -> HandlerResult:
+    if not authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, GroupAuthorizationFailedError())
     version = context.api_version
     result = context.broker.group_coordinator.join(request.group_id, JoinRequest(
         member_id=request.member_id,

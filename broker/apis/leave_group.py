@@ -7,13 +7,17 @@ UNKNOWN_MEMBER_ID for a group that does not exist, as Kafka 4's coordinator answ
 departure rebalances the group at once.
 
 Not implemented: the ``reason`` (v5+) is accepted and ignored.
+
+Authorization (with an authorizer): READ on the group, else GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.values import LeaveOutcome, MemberIdentity
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, GroupAuthorizationFailedError, KafkaError
 from protocol.messages.leave_group_request import LeaveGroupRequest
 from protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 
@@ -21,6 +25,8 @@ BATCH_VERSION = 3
 
 
 def handle(context: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, GroupAuthorizationFailedError())
     coordinator = context.broker.group_coordinator
     if context.api_version < BATCH_VERSION:
         outcome = coordinator.leave(request.group_id, [MemberIdentity(request.member_id)])

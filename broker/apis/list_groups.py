@@ -6,11 +6,16 @@ Kafka's names: "Empty", "PreparingRebalance", "CompletingRebalance", "Stable") a
 regard to case, as in Kafka; an empty filter matches everything. While any
 ``__consumer_offsets`` partition is loading, the answer is COORDINATOR_LOAD_IN_PROGRESS and no
 groups (Kafka 4's GroupCoordinatorService fails the whole listing the same way).
+
+Authorization (with an authorizer): DESCRIBE on the cluster lists every group; otherwise
+only the groups the principal may DESCRIBE are listed.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize, authorize_cluster
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.classic import ClassicGroup
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.list_groups_request import ListGroupsRequest
@@ -25,7 +30,10 @@ def handle(context: RequestContext, request: ListGroupsRequest) -> ListGroupsRes
         return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     states = {state.lower() for state in request.states_filter}
     types = {group_type.lower() for group_type in request.types_filter}
-    groups = coordinator.groups.values()
+    groups = list(coordinator.groups.values())
+    if not authorize_cluster(context, AclOperation.DESCRIBE):
+        groups = [g for g in groups
+                  if authorize(context, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     return ListGroupsResponse(groups=[
         _listed(group) for group in groups if _matches(group, states, types)
     ])

@@ -8,6 +8,9 @@ or after it, if that offset is below the high watermark (read_committed: the las
 offset). Not found: offset -1, timestamp -1.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR. Not implemented:
 current_leader_epoch checks.
+
+Authorization (with an authorizer): each topic needs DESCRIBE, else its partitions answer
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -15,7 +18,14 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import KafkaError, UnknownServerError, UnknownTopicOrPartitionError
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
+from protocol.errors import (
+    KafkaError,
+    TopicAuthorizationFailedError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
 from protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
 from protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
@@ -39,6 +49,12 @@ def handle(context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsR
     response = ListOffsetsResponse()
     for topic in request.topics:
         answers = ListOffsetsTopicResponse(name=topic.name)
+        if not authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            answers.partitions = [
+                _failed(p.partition_index, TopicAuthorizationFailedError()) for p in topic.partitions
+            ]
+            response.topics.append(answers)
+            continue
         for requested in topic.partitions:
             answers.partitions.append(
                 _lookup(context, topic.name, requested, request.isolation_level == READ_COMMITTED))

@@ -7,11 +7,16 @@ and from v1 ``duration_filter`` (only transactions open longer than that many ms
 Ids expiring (Dead) are never listed.
 
 Not implemented: authorization (ids the principal may not describe are not filtered out).
+
+Authorization (with an authorizer): only the transactional ids the principal may DESCRIBE
+are listed.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from broker.transaction.metadata import TransactionState as State
 from protocol.errors import KafkaError
 from protocol.messages.list_transactions_request import ListTransactionsRequest
@@ -38,6 +43,8 @@ def handle(context: RequestContext, request: ListTransactionsRequest) -> ListTra
         TransactionState(transactional_id=txn.transactional_id, producer_id=txn.producer_id,
                          transaction_state=txn.state.display_name)
         for txn in sorted(listed, key=lambda txn: txn.transactional_id)
+        if authorize(context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                     txn.transactional_id)
     ]
     return response
 

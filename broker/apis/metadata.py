@@ -1,12 +1,18 @@
 """Metadata: v0–v12.
 
-Brokers (this node, at its advertised listener), the cluster id, the controller (this node) and
+Brokers (this node, at the advertised endpoint of the client's listener), the cluster id, the controller (this node) and
 the requested topics with their partitions, topic ids (v10+) and leader epochs (v7+). A topic
 may be named by id (v10+). A missing topic is created when the request allows it (v4+ flag;
 always for v0–v3) and ``auto.create.topics.enable`` is true, with ``num.partitions``; it is
 created synchronously, so the same response describes it. ``__cluster_metadata`` is not a topic
 clients can see; internal topics (``__consumer_offsets``...) are never auto-created here.
-Not implemented: authorized operations (always "not requested").
+
+Authorization (with an authorizer, as Kafka's ``KafkaApis.handleTopicMetadataRequest``): a
+topic needs DESCRIBE; one named without it answers TOPIC_AUTHORIZATION_FAILED (by id: with
+the id and no name; by name: with the name and a zero id), and an all-topics request leaves it
+out. Auto-creation needs CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
+v8+ ``include_topic_authorized_operations`` and v8–v10 ``include_cluster_authorized_operations``
+fill in the allowed operations' bitfield (else Kafka's "not requested", -2147483648).
 """
 
 from __future__ import annotations
@@ -15,10 +21,14 @@ import logging
 from uuid import UUID
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize, authorize_cluster, authorized_operations
+from broker.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.config import endpoint_for
 from protocol.codec import ZERO_UUID
 from protocol.errors import (
     InvalidTopicExceptionError,
     KafkaError,
+    TopicAuthorizationFailedError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
@@ -41,7 +51,7 @@ def handle(context: RequestContext, request: MetadataRequest) -> MetadataRespons
     response = MetadataResponse(
         brokers=[
             MetadataResponseBroker(node_id=broker.node_id, host=listener.host, port=listener.port)
-            for listener in broker.advertised[:1]
+            for listener in endpoint_for(broker.advertised, context.listener_name)
         ],
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
@@ -49,12 +59,36 @@ def handle(context: RequestContext, request: MetadataRequest) -> MetadataRespons
     wants_all = request.topics is None or (context.api_version == 0 and not request.topics)
     if wants_all:
         images = list(broker.replica_manager.image.topics_by_name.values())
-        response.topics = [_describe(topic) for topic in images]
-        return response
-    allow_create = request.allow_auto_topic_creation or context.api_version < 4
-    for requested in request.topics or ():
-        response.topics.append(_topic(context, requested.name, requested.topic_id, allow_create))
+        response.topics = [
+            _describe(topic) for topic in images
+            if authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
+        ]
+    else:
+        allow_create = request.allow_auto_topic_creation or context.api_version < 4
+        for requested in request.topics or ():
+            response.topics.append(
+                _topic(context, requested.name, requested.topic_id, allow_create)
+            )
+    _authorized_operations(context, request, response)
     return response
+
+
+def _authorized_operations(
+    context: RequestContext, request: MetadataRequest, response: MetadataResponse
+) -> None:
+    if context.api_version < 8:
+        return
+    if request.include_cluster_authorized_operations and context.api_version <= 10:
+        response.cluster_authorized_operations = (
+            authorized_operations(context, ResourceType.CLUSTER, CLUSTER_NAME)
+            if authorize_cluster(context, AclOperation.DESCRIBE) else 0
+        )
+    if request.include_topic_authorized_operations:
+        for topic in response.topics:
+            if topic.error_code != TopicAuthorizationFailedError.code and topic.name is not None:
+                topic.topic_authorized_operations = authorized_operations(
+                    context, ResourceType.TOPIC, topic.name
+                )
 
 
 def _topic(
@@ -65,7 +99,11 @@ def _topic(
         topic = manager.topic_by_id(topic_id)
         if topic is None:
             return _error(None, topic_id, UnknownTopicIdError())
+        if not authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            return _error(None, topic_id, TopicAuthorizationFailedError())
         return _describe(topic)
+    if not authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _error(name, ZERO_UUID, TopicAuthorizationFailedError())
     topic = manager.topic_by_name(name)
     if topic is not None:
         return _describe(topic)
@@ -74,6 +112,9 @@ def _topic(
         return _error(name, ZERO_UUID, UnknownTopicOrPartitionError())
     if not (allow_create and context.broker.config.auto_create_topics_enable):
         return _error(name, ZERO_UUID, UnknownTopicOrPartitionError())
+    if not (authorize_cluster(context, AclOperation.CREATE)
+            or authorize(context, AclOperation.CREATE, ResourceType.TOPIC, name)):
+        return _error(name, ZERO_UUID, TopicAuthorizationFailedError())
     try:
         manager.create_topic(name)
     except InvalidTopicExceptionError as error:

@@ -16,6 +16,9 @@ sets an expire timestamp, written as OffsetCommitValue v1 as Kafka does.
 
 Not implemented: the new consumer-group protocol's member epochs (v9 validates classic groups
 only), transactions, quotas (throttle_time_ms is 0).
+
+Authorization (with an authorizer): READ on the group (else GROUP_AUTHORIZATION_FAILED for
+every partition) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize, filter_authorized
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.offsets import (
     OffsetAndMetadata,
     coordinator_error_code,
@@ -46,6 +51,8 @@ DEFAULT_RETENTION_TIME_MS = -1
 
 def handle(context: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     broker = context.broker
+    if not authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not request.group_id:
         return error_response(request, ErrorCode.INVALID_GROUP_ID)
     unavailable = broker.group_coordinator.partition_error(request.group_id)
@@ -64,11 +71,14 @@ def handle(context: RequestContext, request: OffsetCommitRequest) -> OffsetCommi
         expire_ms = now_ms + request.retention_time_ms
     response = OffsetCommitResponse()
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+    readable = filter_authorized(context, AclOperation.READ, ResourceType.TOPIC,
+                                 [topic.name for topic in request.topics])
     for topic in request.topics:
         answers = OffsetCommitResponseTopic(name=topic.name)
         known = broker.replica_manager.topic_by_name(topic.name) is not None
         for partition in topic.partitions:
-            code = _check(context, known, partition)
+            code = (_check(context, known, partition) if topic.name in readable
+                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if code == ErrorCode.NONE:
                 accepted[(topic.name, partition.partition_index)] = _offset(partition, now_ms, expire_ms)
             answers.partitions.append(

@@ -11,6 +11,9 @@ answers NONE, and a tombstone is written for those that have an offset (one batc
 append gives the whole response Kafka's mapped coordinator error.
 
 Not implemented: quotas (throttle_time_ms is 0).
+
+Authorization (with an authorizer): DELETE on the group (else GROUP_AUTHORIZATION_FAILED)
+and READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize, filter_authorized
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.offsets import coordinator_error_code, group_is_dead
 from broker.group.subscriptions import is_subscribed_to_topic, uses_consumer_protocol
 from broker.group.values import GroupState
@@ -40,15 +45,21 @@ LIVE_STATES = (GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COM
 
 def handle(context: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     broker = context.broker
+    if not authorize(context, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = _validate(broker, request.group_id)
     if error is not None:
         return OffsetDeleteResponse(error_code=error)
     group = broker.group_coordinator.get_group(request.group_id)
     response = OffsetDeleteResponse()
     deletable: list[tuple[str, int]] = []
+    readable = filter_authorized(context, AclOperation.READ, ResourceType.TOPIC,
+                                 [topic.name for topic in request.topics])
     for topic in request.topics:
         refused = group is not None and is_subscribed_to_topic(group, topic.name)
         code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if refused else ErrorCode.NONE
+        if topic.name not in readable:
+            refused, code = True, ErrorCode.TOPIC_AUTHORIZATION_FAILED
         response.topics.append(OffsetDeleteResponseTopic(name=topic.name, partitions=[
             OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=code)
             for p in topic.partitions

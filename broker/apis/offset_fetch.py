@@ -13,6 +13,10 @@ offset.
 
 Not implemented: member id/epoch validation of v9 (new consumer-group protocol only; classic
 groups, like Kafka's, do not check them).
+
+Authorization (with an authorizer): DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED);
+DESCRIBE on each topic: a named one without it answers TOPIC_AUTHORIZATION_FAILED, and
+"all topics" leaves it out (Kafka's ``fetchOffsetsForGroup``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize, filter_authorized
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.offsets import group_is_dead
 from protocol.errors import ErrorCode, KafkaError, error_for_code
 from protocol.messages.offset_fetch_request import OffsetFetchRequest
@@ -45,18 +51,18 @@ PartitionOffsets = list[tuple[int, int, int, str, int]]
 
 def handle(context: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     broker = context.broker
-    coordinator = broker.group_coordinator
     if context.api_version >= BATCHED_VERSION:
         return OffsetFetchResponse(groups=[
-            _unavailable_group(group.group_id, coordinator.partition_error(group.group_id))
-            or _group_response(group.group_id, _fetch(broker, group.group_id, _wanted(group.topics),
-                                                      request.require_stable))
+            _unavailable_group(group.group_id, _group_error(context, group.group_id))
+            or _group_response(group.group_id, _authorized(context, group.topics, _fetch(
+                broker, group.group_id, _wanted(group.topics), request.require_stable)))
             for group in request.groups
         ])
-    unavailable = coordinator.partition_error(request.group_id)
+    unavailable = _group_error(context, request.group_id)
     if unavailable is not None:
         return error_response(request, error_for_code(unavailable)())
-    fetched = _fetch(broker, request.group_id, _wanted(request.topics), request.require_stable)
+    fetched = _authorized(context, request.topics, _fetch(
+        broker, request.group_id, _wanted(request.topics), request.require_stable))
     return OffsetFetchResponse(topics=[
         OffsetFetchResponseTopic(name=name, partitions=[
             OffsetFetchResponsePartition(partition_index=index, committed_offset=offset,
@@ -66,6 +72,33 @@ def handle(context: RequestContext, request: OffsetFetchRequest) -> OffsetFetchR
         ])
         for name, partitions in fetched
     ])
+
+
+def _group_error(context: RequestContext, group_id: str) -> ErrorCode | None:
+    if not authorize(context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return context.broker.group_coordinator.partition_error(group_id)
+
+
+def _authorized(
+    context: RequestContext, requested: Sequence[object] | None,
+    fetched: list[tuple[str, PartitionOffsets]],
+) -> list[tuple[str, PartitionOffsets]]:
+    """Offsets of topics the principal may not DESCRIBE: left out when all were asked for,
+    else TOPIC_AUTHORIZATION_FAILED (Kafka's ``fetchOffsetsForGroup``)."""
+    if context.broker.authorizer is None:
+        return fetched
+    allowed = filter_authorized(context, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                [name for name, _ in fetched])
+    if requested is None:
+        return [(name, partitions) for name, partitions in fetched if name in allowed]
+    return [
+        (name, partitions) if name in allowed else (name, [
+            (index, INVALID_OFFSET, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for index, *_ in partitions
+        ])
+        for name, partitions in fetched
+    ]
 
 
 def _wanted(topics: Sequence[object] | None) -> list[tuple[str, list[int]]] | None:

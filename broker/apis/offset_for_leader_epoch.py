@@ -10,6 +10,9 @@ node leads every partition.
 
 Not implemented: a leader-epoch cache (``leader-epoch-checkpoint``): only the current epoch is
 known, which on one node is every epoch there has been (0).
+
+Authorization (with an authorizer): each topic needs DESCRIBE (Kafka: CLUSTER_ACTION for
+replicas, which this single node has none of), else TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import KafkaError, UnknownServerError, UnknownTopicOrPartitionError
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
+from protocol.errors import (
+    KafkaError,
+    TopicAuthorizationFailedError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
 from protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -37,8 +47,12 @@ def handle(
     response = OffsetForLeaderEpochResponse()
     for topic in request.topics:
         result = OffsetForLeaderTopicResult(topic=topic.topic)
+        allowed = authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic)
         for requested in topic.partitions:
-            result.partitions.append(_end_offset(context, topic.topic, requested))
+            result.partitions.append(
+                _end_offset(context, topic.topic, requested) if allowed
+                else _failed(requested.partition, TopicAuthorizationFailedError())
+            )
         response.topics.append(result)
     return response
 

@@ -26,6 +26,11 @@ transaction being completed → NOT_ENOUGH_REPLICAS (retried by every client), n
 ``transactional_id`` in the request → INVALID_TXN_STATE; a plain batch while the producer's
 transaction is open → INVALID_TXN_STATE.
 
+Authorization (with an authorizer, as Kafka's ``handleProduceRequest``): a transactional
+request needs WRITE on its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every
+partition); each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions, before
+any other check). Without an authorizer this costs one attribute check per request.
+
 Not implemented: quotas (throttle_time_ms is 0); INVALID_PRODUCER_ID_MAPPING for a request
 whose transactional batches carry several producer ids (each partition is checked alone).
 """
@@ -42,6 +47,8 @@ from broker.apis import (
     RequestContext,
     register,
 )
+from broker.auth import authorize, filter_authorized
+from broker.auth.acl import AclOperation, ResourceType
 from protocol.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -50,6 +57,8 @@ from protocol.errors import (
     InvalidTxnStateError,
     KafkaError,
     RecordListTooLargeError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
     error_for_code,
@@ -77,13 +86,24 @@ _TRANSACTIONAL = 0x10
 def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
     if request.acks not in (-1, 0, 1):
         return error_response(request, InvalidRequiredAcksError())
+    denied: set[str] = set()
+    if context.broker.authorizer is not None:
+        if request.transactional_id is not None and not authorize(
+            context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        ):
+            return _unauthorized(request, TransactionalIdAuthorizationFailedError())
+        names = [topic.name for topic in request.topic_data]
+        denied = set(names) - filter_authorized(context, AclOperation.WRITE, ResourceType.TOPIC, names)
     waiters: list[Waiter] = []
     response = ProduceResponse()
     failed = False
     for topic in request.topic_data:
         answers = TopicProduceResponse(name=topic.name)
         for data in topic.partition_data:
-            answer = _append(context, request.transactional_id, topic.name, data, waiters)
+            if topic.name in denied:
+                answer = _failed(data.index, TopicAuthorizationFailedError())
+            else:
+                answer = _append(context, request.transactional_id, topic.name, data, waiters)
             failed = failed or answer.error_code != 0
             answers.partition_responses.append(answer)
         response.responses.append(answers)
@@ -91,6 +111,10 @@ def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
     if request.acks == 0:
         return CLOSE_CONNECTION if failed else NO_RESPONSE
     return response
+
+
+def _unauthorized(request: ProduceRequest, error: KafkaError) -> HandlerResult:
+    return CLOSE_CONNECTION if request.acks == 0 else error_response(request, error)
 
 
 def _append(

@@ -7,6 +7,8 @@ the group's (INCONSISTENT_GROUP_PROTOCOL) and get them back.
 
 Not implemented: storing the assignment in ``__consumer_offsets`` (GroupMetadataValue) before
 answering; the group does not survive a restart.
+
+Authorization (with an authorizer): READ on the group, else GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from __future__ import annotations
 import asyncio
 
 from broker.apis import ApiSpec, HandlerResult, RequestContext, register
+from broker.auth import authorize
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.values import SyncRequest, SyncResponse
-from protocol.errors import KafkaError
+from protocol.errors import GroupAuthorizationFailedError, KafkaError
 from protocol.messages.sync_group_request import SyncGroupRequest
 from protocol.messages.sync_group_response import SyncGroupResponse
 
 
 def handle(context: RequestContext, request: SyncGroupRequest) -> HandlerResult:
+    if not authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, GroupAuthorizationFailedError())
     result = context.broker.group_coordinator.sync(request.group_id, SyncRequest(
         member_id=request.member_id,
         generation_id=request.generation_id,

@@ -20,6 +20,10 @@ partition. Per partition: an unknown topic → UNKNOWN_TOPIC_OR_PARTITION, metad
 coordinator error.
 
 Not implemented: authorization, quotas.
+
+Authorization (with an authorizer): WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else GROUP_AUTHORIZATION_FAILED),
+READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize, filter_authorized
+from broker.auth.acl import AclOperation, ResourceType
 from broker.group.offsets import OFFSETS_TOPIC, OffsetAndMetadata, coordinator_error_code
 from broker.group.values import GroupState
 from protocol.errors import ErrorCode, KafkaError
@@ -47,6 +53,10 @@ TRANSACTION_ABORTABLE_VERSION = 4
 
 
 def handle(context: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    if not authorize(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not request.group_id:
         return error_response(request, ErrorCode.INVALID_GROUP_ID)
     error = _verify_transaction(context, request)
@@ -63,11 +73,14 @@ def handle(context: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffse
     response = TxnOffsetCommitResponse()
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
     now_ms = context.broker.clock.milliseconds()
+    readable = filter_authorized(context, AclOperation.READ, ResourceType.TOPIC,
+                                 [topic.name for topic in request.topics])
     for topic in request.topics:
         answers = TxnOffsetCommitResponseTopic(name=topic.name)
         known = context.broker.replica_manager.topic_by_name(topic.name) is not None
         for partition in topic.partitions:
-            code = _check(context, known, partition)
+            code = (_check(context, known, partition) if topic.name in readable
+                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if code is ErrorCode.NONE:
                 accepted[(topic.name, partition.partition_index)] = _offset(partition, now_ms)
             answers.partitions.append(TxnOffsetCommitResponsePartition(

@@ -11,12 +11,17 @@ KAFKA_STORAGE_ERROR. A marker in a ``__consumer_offsets`` partition ends the pro
 pending transactional offset commits of that partition's groups.
 
 Not implemented: authorization (CLUSTER_ACTION).
+
+Authorization (with an authorizer): ALTER or CLUSTER_ACTION on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
-from protocol.errors import KafkaError
+from broker.auth import authorize_cluster
+from broker.auth.acl import AclOperation
+from protocol.errors import ClusterAuthorizationFailedError, KafkaError
 from protocol.messages.write_txn_markers_request import WritableTxnMarker, WriteTxnMarkersRequest
 from protocol.messages.write_txn_markers_response import (
     WritableTxnMarkerPartitionResult,
@@ -29,6 +34,9 @@ from storage.producer_state import EndMarker
 
 
 def handle(context: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if not (authorize_cluster(context, AclOperation.ALTER)
+            or authorize_cluster(context, AclOperation.CLUSTER_ACTION)):
+        return error_response(request, ClusterAuthorizationFailedError())
     waiters: list[Waiter] = []
     results = [_write(context, marker, waiters) for marker in request.markers]
     context.broker.wake(waiters)

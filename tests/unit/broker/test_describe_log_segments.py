@@ -40,6 +40,7 @@ class FakeReplicaManager:
 class FakeBroker:
     replica_manager: FakeReplicaManager
     node_id: int = NODE_ID
+    authorizer: None = None  # no authorization (broker.auth)
 
 
 @pytest.fixture

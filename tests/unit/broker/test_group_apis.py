@@ -44,6 +44,7 @@ class FakeBroker:
     node_id: int = 7
     advertised: tuple[Listener, ...] = (Listener("PLAINTEXT", "broker.example", 9093),)
     offset_store: FakeOffsetStore | None = None
+    authorizer: None = None  # no authorization (broker.auth)
 
 
 def make_broker(**fields: Any) -> FakeBroker:
