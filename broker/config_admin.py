@@ -28,9 +28,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.config import BROKER_KEYS, BrokerConfig
+from broker.sasl.config import is_security_key
 from protocol.errors import InvalidRequestError
 from replication.metadata.config_control import Changes, current_configs, plan_config_records
-from replication.metadata.image import BROKER_RESOURCE_TYPE, TOPIC_RESOURCE_TYPE, MetadataImage
+from replication.metadata.group_config import group_config_values
+from replication.metadata.image import (
+    BROKER_RESOURCE_TYPE,
+    GROUP_RESOURCE_TYPE,
+    TOPIC_RESOURCE_TYPE,
+    MetadataImage,
+)
 from storage.config import LogConfig
 from storage.errors import ConfigError
 
@@ -48,6 +55,7 @@ __all__ = [
     "broker_defaults",
     "check_alter_request",
     "describe_broker",
+    "describe_group",
     "describe_topic",
     "dynamic_log_config",
     "effective_broker_properties",
@@ -66,6 +74,7 @@ class ConfigSource:
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8
 
 
 # DescribeConfigsResponse.ConfigType ids.
@@ -80,6 +89,12 @@ TOPIC_CONFIG_TYPES: dict[str, int] = {
     "max.message.bytes": INT, "message.timestamp.type": STRING,
     "message.timestamp.before.max.ms": LONG, "message.timestamp.after.max.ms": LONG,
     "file.delete.delay.ms": LONG, "preallocate": BOOLEAN,
+    "compression.type": STRING, "compression.gzip.level": INT, "compression.lz4.level": INT,
+    "compression.zstd.level": INT, "min.insync.replicas": INT,
+    "unclean.leader.election.enable": BOOLEAN, "leader.replication.throttled.replicas": LIST,
+    "follower.replication.throttled.replicas": LIST, "remote.storage.enable": BOOLEAN,
+    "local.retention.ms": LONG, "local.retention.bytes": LONG, "remote.log.copy.disable": BOOLEAN,
+    "remote.log.delete.on.disable": BOOLEAN,
 }
 
 _BROKER_ONLY_TYPES: dict[str, int] = {
@@ -93,6 +108,10 @@ _BROKER_ONLY_TYPES: dict[str, int] = {
     "log.cleaner.backoff.ms": LONG, "log.cleaner.dedupe.buffer.size": LONG,
     "offsets.topic.num.partitions": INT, "metrics.port": INT, "log.roll.hours": INT,
     "log.roll.jitter.hours": INT, "log.retention.minutes": INT, "log.retention.hours": INT,
+    "metadata.log.max.record.bytes.between.snapshots": LONG,
+    "metadata.log.max.snapshot.interval.ms": LONG, "metadata.max.retention.bytes": LONG,
+    "metadata.max.retention.ms": LONG, "metadata.log.segment.bytes": INT,
+    "metadata.log.segment.min.bytes": INT, "metadata.log.segment.ms": LONG,
 }
 
 # A topic config -> its broker-wide default's first synonym (Kafka's TOPIC_CONFIG_SYNONYMS).
@@ -101,7 +120,10 @@ TOPIC_TO_BROKER_KEY: dict[str, str] = {
 }
 DYNAMIC_BROKER_KEYS = frozenset(TOPIC_TO_BROKER_KEY.values())
 BROKER_LIST_KEYS = frozenset({"log.cleanup.policy"})
-TOPIC_LIST_KEYS = frozenset({"cleanup.policy"})
+TOPIC_LIST_KEYS = frozenset({
+    "cleanup.policy", "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+})
 
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a key's names, in order of precedence.
 _SYNONYM_GROUPS = (
@@ -169,7 +191,8 @@ def effective_broker_properties(
 
 
 def _known(properties: Mapping[str, str]) -> dict[str, str]:
-    return {key: value for key, value in properties.items() if key in BROKER_KEYS}
+    return {key: value for key, value in properties.items()
+            if key in BROKER_KEYS or is_security_key(key)}
 
 
 def dynamic_log_config(static: BrokerConfig, image: MetadataImage, node_id: int) -> LogConfig:
@@ -258,6 +281,21 @@ def describe_topic(
     return entries
 
 
+def describe_group(image: MetadataImage, group_id: str) -> list[ConfigEntry]:
+    """Kafka's ``createGroupConfigEntry``: every group config, GROUP_CONFIG if the group's own."""
+    if not group_id:
+        raise InvalidRequestError("Group name must not be empty")
+    own = image.group_configs.get(group_id, {})
+    entries = []
+    for name, value in group_config_values(own).items():
+        source = ConfigSource.GROUP_CONFIG if name in own else ConfigSource.DEFAULT_CONFIG
+        entries.append(ConfigEntry(
+            name=name, value=value, source=source, read_only=False, is_sensitive=False,
+            config_type=INT, synonyms=(Synonym(name, value, source),),
+        ))
+    return entries
+
+
 def describe_broker(
     static: BrokerConfig, image: MetadataImage, node_id: int, resource_name: str
 ) -> list[ConfigEntry]:
@@ -310,7 +348,7 @@ def alter_resource(
     """Change one resource's dynamic configs; ``changes_of(current)`` gives the new values."""
     manager = broker.replica_manager
     image = manager.image
-    if resource_type not in (TOPIC_RESOURCE_TYPE, BROKER_RESOURCE_TYPE):
+    if resource_type not in (TOPIC_RESOURCE_TYPE, BROKER_RESOURCE_TYPE, GROUP_RESOURCE_TYPE):
         raise InvalidRequestError(f"Unknown resource type {resource_type}")
     current = current_configs(image, resource_type, name)
     changes = changes_of(current)

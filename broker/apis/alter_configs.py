@@ -6,12 +6,16 @@ null value -> INVALID_REQUEST; TOPIC: the given configs become the topic's whole
 given are deleted: ConfigRecords with a null value), checked by ``LogConfig`` -> INVALID_CONFIG
 with the key, value and reason, a missing topic -> UNKNOWN_TOPIC_OR_PARTITION; BROKER ("" or
 this node's id): the given configs become that level's whole dynamic set, checked as Kafka's
-dynamic broker configs -> INVALID_REQUEST (see ``broker.config_admin``). The records are fsynced
+dynamic broker configs -> INVALID_REQUEST (see ``broker.config_admin``); GROUP (a group id):
+the group's whole set, checked by ``replication.metadata.group_config``. The records are fsynced
 in the metadata log and the live logs take the new config at once; ``validate_only`` checks
 everything and writes nothing.
 
-Not implemented: BROKER_LOGGER (Kafka rejects it here too), GROUP and CLIENT_METRICS resources
+Not implemented: BROKER_LOGGER (Kafka rejects it here too) and CLIENT_METRICS resources
 (INVALID_REQUEST), alter-config policies, ACLs.
+
+Authorization (with an authorizer): ALTER_CONFIGS on the topic, the cluster (broker
+resources) or the group, else TOPIC_ / CLUSTER_ / GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import logging
 from collections import Counter
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import config_resource_error
+from broker.auth.acl import AclOperation
 from broker.config_admin import alter_resource, check_alter_request
 from protocol.errors import InvalidRequestError, KafkaError, UnknownServerError
 from protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
@@ -47,6 +53,10 @@ def handle(context: RequestContext, request: AlterConfigsRequest) -> AlterConfig
 def _alter(
     context: RequestContext, resource: AlterConfigsResource, validate_only: bool
 ) -> AlterConfigsResourceResponse:
+    denied = config_resource_error(context, resource.resource_type, resource.resource_name,
+                                   AclOperation.ALTER_CONFIGS)
+    if denied is not None:
+        return _result(resource, denied)
     try:
         check_alter_request(
             [config.name for config in resource.configs],

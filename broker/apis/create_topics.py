@@ -6,10 +6,16 @@ num_partitions -1 = ``num.partitions``, other values < 1 -> INVALID_PARTITIONS; 
 factor -1 = ``default.replication.factor``, anything but 1 on this single node ->
 INVALID_REPLICATION_FACTOR; configs validated by ``LogConfig`` -> INVALID_CONFIG; a name
 given twice -> INVALID_REQUEST ("Duplicate topic name."); ``__cluster_metadata`` ->
-INVALID_REQUEST. ``validate_only`` checks everything and writes nothing. v5+ responses carry
-the topic id, partition count, replication factor and the effective configs.
+INVALID_REQUEST. Manual replica assignments are Kafka's: num_partitions and replication_factor
+must then be -1 (INVALID_REQUEST), partitions numbered 0..n-1 once each and every replica list
+exactly [this node] (INVALID_REPLICA_ASSIGNMENT). ``validate_only`` checks everything and writes
+nothing. v5+ responses carry the topic id, partition count, replication factor and the
+effective configs.
 
-Not implemented: manual replica assignments (INVALID_REQUEST), create-topic policies, quotas.
+Not implemented: create-topic policies, quotas.
+
+Authorization (with an authorizer): CREATE on the cluster or on the topic, else
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -17,8 +23,15 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import authorize, authorize_cluster
+from broker.auth.acl import AclOperation, ResourceType
 from protocol.codec import ZERO_UUID
-from protocol.errors import InvalidRequestError, KafkaError, UnknownServerError
+from protocol.errors import (
+    InvalidRequestError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    UnknownServerError,
+)
 from protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.messages.create_topics_response import (
     CreatableTopicConfigs,
@@ -39,21 +52,25 @@ def handle(context: RequestContext, request: CreateTopicsRequest) -> CreateTopic
     response = CreateTopicsResponse()
     for name in sorted(duplicates):
         response.topics.append(_failed(name, InvalidRequestError("Duplicate topic name.")))
+    may_create_any = authorize_cluster(context, AclOperation.CREATE)
     for topic in request.topics:
-        if topic.name not in duplicates:
+        if topic.name in duplicates:
+            continue
+        if may_create_any or authorize(context, AclOperation.CREATE, ResourceType.TOPIC, topic.name):
             response.topics.append(_create(context, topic, request.validate_only))
+        else:
+            response.topics.append(_failed(topic.name, TopicAuthorizationFailedError()))
     return response
 
 
 def _create(context: RequestContext, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
     try:
-        if topic.assignments:
-            raise InvalidRequestError("manual replica assignments are not supported")
         plan = context.broker.replica_manager.create_topic(
             topic.name,
             num_partitions=topic.num_partitions,
             replication_factor=topic.replication_factor,
             configs={config.name: config.value for config in topic.configs},
+            assignments=[(a.partition_index, a.broker_ids) for a in topic.assignments],
             validate_only=validate_only,
         )
     except KafkaError as error:

@@ -8,12 +8,17 @@ Per resource, as Kafka's ``ConfigHelper``:
 - BROKER named by this node's id: every broker config (effective value, source, read-only unless
   dynamically changeable); named "": the cluster-wide dynamic configs only; another id or not a
   number -> INVALID_REQUEST.
+- GROUP named by a group id (it need not exist): every group config (``consumer.session.timeout.ms``
+  ...), source GROUP_CONFIG for the group's own, else DEFAULT_CONFIG; "" -> INVALID_REQUEST.
 ``configuration_keys`` (null or empty = all) filters by name; synonyms (by precedence) only when
 ``include_synonyms``; config types from v3; documentation is always null. Errors are per
 resource.
 
-Not implemented: BROKER_LOGGER, GROUP and CLIENT_METRICS resources (INVALID_REQUEST
+Not implemented: BROKER_LOGGER and CLIENT_METRICS resources (INVALID_REQUEST
 "Unsupported resource type"), documentation, ACLs.
+
+Authorization (with an authorizer): DESCRIBE_CONFIGS on the topic, the cluster (broker
+resources) or the group, else TOPIC_ / CLUSTER_ / GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from __future__ import annotations
 import logging
 
 from broker.apis import ApiSpec, RequestContext, register
-from broker.config_admin import ConfigEntry, describe_broker, describe_topic
+from broker.auth import config_resource_error
+from broker.auth.acl import AclOperation
+from broker.config_admin import ConfigEntry, describe_broker, describe_group, describe_topic
 from protocol.errors import (
     InvalidRequestError,
     KafkaError,
@@ -39,7 +46,11 @@ from protocol.messages.describe_configs_response import (
     DescribeConfigsSynonym,
 )
 from replication.metadata.controller import validate_topic_name
-from replication.metadata.image import BROKER_RESOURCE_TYPE, TOPIC_RESOURCE_TYPE
+from replication.metadata.image import (
+    BROKER_RESOURCE_TYPE,
+    GROUP_RESOURCE_TYPE,
+    TOPIC_RESOURCE_TYPE,
+)
 
 logger = logging.getLogger("samsa.broker.apis.describe_configs")
 
@@ -53,6 +64,10 @@ def handle(context: RequestContext, request: DescribeConfigsRequest) -> Describe
 def _describe(
     context: RequestContext, resource: DescribeConfigsResource, include_synonyms: bool
 ) -> DescribeConfigsResult:
+    denied = config_resource_error(context, resource.resource_type, resource.resource_name,
+                                   AclOperation.DESCRIBE_CONFIGS)
+    if denied is not None:
+        return _failed(resource, denied)
     try:
         entries = _entries(context, resource)
     except KafkaError as error:
@@ -86,6 +101,8 @@ def _entries(context: RequestContext, resource: DescribeConfigsResource) -> list
         if name:
             _check_broker_id(name, broker.node_id)
         return describe_broker(broker.config, image, broker.node_id, name)
+    if resource.resource_type == GROUP_RESOURCE_TYPE:
+        return describe_group(image, name)
     raise InvalidRequestError(f"Unsupported resource type: {resource.resource_type}")
 
 

@@ -7,13 +7,18 @@ INVALID_REQUEST; a null value for anything but DELETE -> INVALID_REQUEST. Operat
 configs only, ``cleanup.policy`` / ``log.cleanup.policy``, else INVALID_CONFIG; from the current
 value, else the default). TOPIC: the result is checked by ``LogConfig`` -> INVALID_CONFIG with the
 key, value and reason, a missing topic -> UNKNOWN_TOPIC_OR_PARTITION; BROKER ("" or this node's
-id): checked as Kafka's dynamic broker configs -> INVALID_REQUEST (see ``broker.config_admin``).
+id): checked as Kafka's dynamic broker configs -> INVALID_REQUEST (see ``broker.config_admin``);
+GROUP (a group id, KIP-848 group configs): checked by ``replication.metadata.group_config`` ->
+INVALID_CONFIG.
 The records are fsynced in the metadata log and the live logs take the new config at once;
 ``validate_only`` checks everything and writes nothing. All of a resource's changes apply, or
 none.
 
-Not implemented: BROKER_LOGGER (log levels), GROUP and CLIENT_METRICS resources
+Not implemented: BROKER_LOGGER (log levels) and CLIENT_METRICS resources
 (INVALID_REQUEST), alter-config policies, ACLs.
+
+Authorization (with an authorizer): ALTER_CONFIGS on the topic, the cluster (broker
+resources) or the group, else TOPIC_ / CLUSTER_ / GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import logging
 from collections import Counter
 
 from broker.apis import ApiSpec, RequestContext, register
+from broker.auth import config_resource_error
+from broker.auth.acl import AclOperation
 from broker.config_admin import (
     BROKER_LIST_KEYS,
     TOPIC_LIST_KEYS,
@@ -44,7 +51,8 @@ from replication.metadata.config_control import (
     Changes,
     incremental_changes,
 )
-from replication.metadata.image import TOPIC_RESOURCE_TYPE
+from replication.metadata.group_config import GROUP_CONFIG_DEFAULTS
+from replication.metadata.image import GROUP_RESOURCE_TYPE, TOPIC_RESOURCE_TYPE
 from storage.config import LogConfig
 
 logger = logging.getLogger("samsa.broker.apis.incremental_alter_configs")
@@ -69,6 +77,10 @@ def handle(
 def _alter(
     context: RequestContext, resource: AlterConfigsResource, validate_only: bool
 ) -> AlterConfigsResourceResponse:
+    denied = config_resource_error(context, resource.resource_type, resource.resource_name,
+                                   AclOperation.ALTER_CONFIGS)
+    if denied is not None:
+        return _result(resource, denied)
     try:
         check_alter_request(
             [config.name for config in resource.configs],
@@ -94,6 +106,10 @@ def _changes(resource_type: int, current: dict[str, str], operations: list[Alter
     if resource_type == TOPIC_RESOURCE_TYPE:
         return incremental_changes(
             current, operations, list_keys=TOPIC_LIST_KEYS, defaults=LogConfig().to_properties()
+        )
+    if resource_type == GROUP_RESOURCE_TYPE:
+        return incremental_changes(
+            current, operations, list_keys=(), defaults=GROUP_CONFIG_DEFAULTS
         )
     return incremental_changes(
         current, operations, list_keys=BROKER_LIST_KEYS, defaults=broker_defaults()

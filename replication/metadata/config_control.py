@@ -1,7 +1,7 @@
 """Config changes as metadata records: Kafka's ``ConfigurationControlManager`` for one node.
 
 A config resource is a resource type and a name: TOPIC (2) named by the topic, BROKER (4) named
-by a node id or "" (the cluster-wide default). Its dynamic configs are what its ConfigRecords add
+by a node id or "" (the cluster-wide default), GROUP (32) named by a group id. Its dynamic configs are what its ConfigRecords add
 up to in the image (``MetadataImage.topic_configs`` / ``broker_configs``); a ConfigRecord with a
 null value deletes a key, so a deletion survives replay.
 
@@ -17,7 +17,9 @@ null value deletes a key, so a deletion survives replay.
   A topic's configs are checked by ``LogConfig`` over the broker's topic defaults ->
   INVALID_CONFIG with its reason; then the topic must exist -> UNKNOWN_TOPIC_OR_PARTITION (Kafka
   validates before the existence check). BROKER values are checked by the broker beforehand,
-  as Kafka's ``ConfigAdminManager`` does; here only the name.
+  as Kafka's ``ConfigAdminManager`` does; here only the name. A GROUP (named by a group id, ""
+  -> INVALID_REQUEST) is checked by ``group_config.validate_group_configs``; the group need not
+  exist. A change writes records for the keys whose value changes.
 
 Sans-IO: reads the image, returns records; ``MetadataLog.append`` writes them.
 """
@@ -34,7 +36,13 @@ from protocol.errors import (
 )
 from protocol.messages.metadata.config_record import ConfigRecord
 from replication.metadata.controller import validate_topic_name
-from replication.metadata.image import BROKER_RESOURCE_TYPE, TOPIC_RESOURCE_TYPE, MetadataImage
+from replication.metadata.group_config import validate_group_configs
+from replication.metadata.image import (
+    BROKER_RESOURCE_TYPE,
+    GROUP_RESOURCE_TYPE,
+    TOPIC_RESOURCE_TYPE,
+    MetadataImage,
+)
 from storage.config import LogConfig
 from storage.errors import ConfigError
 
@@ -71,6 +79,8 @@ def current_configs(image: MetadataImage, resource_type: int, name: str) -> dict
         return image.configs_of(name)
     if resource_type == BROKER_RESOURCE_TYPE:
         return dict(image.broker_configs.get(name, {}))
+    if resource_type == GROUP_RESOURCE_TYPE:
+        return dict(image.group_configs.get(name, {}))
     return {}
 
 
@@ -137,6 +147,9 @@ def plan_config_records(
     elif resource_type == BROKER_RESOURCE_TYPE:
         _validate_broker_name(name)
         changed = dict(changes)
+    elif resource_type == GROUP_RESOURCE_TYPE:
+        _validate_group(name, {**current, **changes})
+        changed = {k: v for k, v in changes.items() if current.get(k) != v}
     else:
         raise InvalidRequestError(f"Unknown resource type {resource_type}")
     return tuple(
@@ -163,6 +176,13 @@ def _validate_topic(
         )
     if name not in image.topics_by_name:
         raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
+
+
+def _validate_group(name: str, merged: Mapping[str, str | None]) -> None:
+    """Kafka's ``ControllerConfigurationValidator`` for GROUP: a name, then ``GroupConfig``."""
+    if not name:
+        raise InvalidRequestError("Default group resources are not allowed.")
+    validate_group_configs({key: value for key, value in merged.items() if value is not None})
 
 
 def _validate_broker_name(name: str) -> None:

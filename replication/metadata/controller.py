@@ -3,8 +3,11 @@
 What Kafka's ``ReplicationControlManager`` decides, for one node: a new topic gets a random
 UUID, ``num_partitions`` PartitionRecords with this node as the only replica, leader and ISR
 (leader epoch 0, partition epoch 0), and a ConfigRecord per explicit config; deleting writes a
-RemoveTopicRecord; adding partitions writes a PartitionRecord per new partition (Kafka's
-``createPartitions``: a manual assignment must be exactly this node). Errors are Kafka's, raised as ``protocol.errors`` exceptions: invalid names
+RemoveTopicRecord; adding partitions writes a PartitionRecord per new partition. A manual
+replica assignment (CreateTopics ``assignments``, CreatePartitions ``assignments``) is accepted
+when every replica list is exactly ``[this node]``, as Kafka accepts any assignment of registered
+brokers; anything else is Kafka's INVALID_REPLICA_ASSIGNMENT. Errors are Kafka's, raised as
+``protocol.errors`` exceptions: invalid names
 and collisions -> INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR (a factor above the one node there is), INVALID_CONFIG,
 UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID on delete, INVALID_REQUEST for
@@ -16,7 +19,7 @@ Sans-IO: ``plan_*`` read the image and return records; ``MetadataLog.append`` wr
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -100,25 +103,24 @@ def plan_create_topic(
     default_num_partitions: int,
     default_replication_factor: int,
     default_config: LogConfig,
+    assignments: Sequence[tuple[int, Sequence[int]]] = (),
 ) -> TopicPlan:
+    """Kafka's ``ReplicationControlManager.createTopic`` for one node. ``assignments`` are
+    CreateTopics' manual (partition index, replica ids) pairs; then the partition count and
+    replication factor come from them and must be sent as -1."""
     if name == METADATA_TOPIC:
         raise InvalidRequestError(f"Creation of internal topic {METADATA_TOPIC} is prohibited.")
     validate_topic_name(name)
     if name in image.topics_by_name:
         raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
     _check_collision(image, name)
-    if replication_factor < -1 or replication_factor == 0:
-        raise InvalidReplicationFactorError(
-            "Replication factor must be larger than 0, or -1 to use the default value."
+    if assignments:
+        partitions, factor = _manual_layout(
+            assignments, num_partitions, replication_factor, node_id
         )
-    if num_partitions < -1 or num_partitions == 0:
-        raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
-    partitions = default_num_partitions if num_partitions == -1 else num_partitions
-    factor = default_replication_factor if replication_factor == -1 else replication_factor
-    if factor > 1:
-        raise InvalidReplicationFactorError(
-            f"Unable to replicate the partition {factor} time(s): The target replication factor "
-            f"of {factor} cannot be reached because only 1 broker(s) are registered."
+    else:
+        partitions, factor = _default_layout(
+            num_partitions, replication_factor, default_num_partitions, default_replication_factor
         )
     explicit = {key: value for key, value in configs.items() if value is not None}
     config = _validated_config(explicit, default_config)
@@ -136,6 +138,56 @@ def plan_create_topic(
         for index in range(partitions)
     ]
     return TopicPlan(topic_id, partitions, factor, config, tuple(records))
+
+
+def _default_layout(
+    num_partitions: int, replication_factor: int, default_partitions: int, default_factor: int
+) -> tuple[int, int]:
+    """The partition count and replication factor of a creation without assignments."""
+    if replication_factor < -1 or replication_factor == 0:
+        raise InvalidReplicationFactorError(
+            "Replication factor must be larger than 0, or -1 to use the default value."
+        )
+    if num_partitions < -1 or num_partitions == 0:
+        raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
+    partitions = default_partitions if num_partitions == -1 else num_partitions
+    factor = default_factor if replication_factor == -1 else replication_factor
+    if factor > 1:
+        raise InvalidReplicationFactorError(
+            f"Unable to replicate the partition {factor} time(s): The target replication factor "
+            f"of {factor} cannot be reached because only 1 broker(s) are registered."
+        )
+    return partitions, factor
+
+
+def _manual_layout(
+    assignments: Sequence[tuple[int, Sequence[int]]],
+    num_partitions: int,
+    replication_factor: int,
+    node_id: int,
+) -> tuple[int, int]:
+    """Kafka's checks of CreateTopics' manual assignments, in its order."""
+    if replication_factor != -1:
+        raise InvalidRequestError(
+            "A manual partition assignment was specified, but replication factor was not set to -1."
+        )
+    if num_partitions != -1:
+        raise InvalidRequestError(
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+        )
+    seen: set[int] = set()
+    for partition_index, replicas in assignments:
+        if partition_index in seen:
+            raise InvalidReplicaAssignmentError(
+                f"Found multiple manual partition assignments for partition {partition_index}"
+            )
+        _validate_manual_assignment(list(replicas), node_id)
+        seen.add(partition_index)
+    if seen != set(range(len(seen))):
+        raise InvalidReplicaAssignmentError(
+            "partitions should be a consecutive 0-based integer sequence"
+        )
+    return len(seen), 1
 
 
 def _check_collision(image: MetadataImage, name: str) -> None:
