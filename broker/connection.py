@@ -23,6 +23,14 @@ key are logged and the connection is closed (the peer is at fault; the broker ca
 unsupported version of a known API is answered with UNSUPPORTED_VERSION where the codec can
 read the request (an unknown ApiVersions version gets Kafka's v0 reply), else closed.
 
+SASL listeners: the connection owns a ``broker.sasl.SaslAuthenticator`` that sees every frame
+first (PLAINTEXT connections have none: one attribute check). Until authentication completes it
+answers SaslHandshake / SaslAuthenticate itself, lets ApiVersions through, and closes the
+connection on anything else or on a failure (after sending its error answer, if any); then it
+sets ``principal`` (``User:<name>``, which ``RequestContext`` carries to the authorizer) and,
+with ``connections.max.reauth.ms``, handles re-authentication and closes expired sessions.
+Frames are capped at ``sasl.server.max.receive.size`` until authentication completes.
+
 State is owned by the event loop; nothing here is thread-safe.
 """
 
@@ -47,6 +55,8 @@ from broker.apis import (
     ZeroCopyResponse,
 )
 from broker.apis.api_versions import unsupported_version_frame
+from broker.config import Listener
+from broker.sasl.authenticator import SaslAuthenticator
 from protocol.codec import DecodeError, EncodeError, Message
 from protocol.errors import (
     InvalidRequestError,
@@ -150,12 +160,15 @@ class RequestGate:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, listener: Listener | None = None) -> None:
         self.server = server
         self.broker = server.broker
         self.apis: dict[int, ApiSpec] = server.apis
         self.gate: RequestGate = server.gate
         self.framer = RequestFramer(self.broker.config.socket_request_max_bytes)
+        self.listener_name = listener.name if listener is not None else ""
+        # None on PLAINTEXT listeners: the hot path's only SASL cost is this attribute check.
+        self.authenticator: SaslAuthenticator | None = self._authenticator(listener)
         self.responses = ResponseQueue()
         self.transport: asyncio.Transport | None = None
         self.metrics = self.broker.metrics  # None when metrics.port is 0
@@ -275,6 +288,8 @@ class KafkaConnection(asyncio.Protocol):
         slot = self.responses.reserve()
         if self.metrics is not None:
             slot.started = time.perf_counter()
+        if self.authenticator is not None and self._sasl_frame(slot, frame):
+            return
         try:
             header, body_offset = parse_request_header(frame)
         except (DecodeError, InvalidRequestError) as error:
@@ -298,7 +313,47 @@ class KafkaConnection(asyncio.Protocol):
 
     def _context(self, header: RequestHeader, version: int) -> RequestContext:
         return RequestContext(header, version, self.broker, self.connection_id, self.principal,
-                              self.client_host)
+                              self.client_host, self.listener_name)
+
+    # -- SASL listeners -----------------------------------------------------------------------
+
+    def _authenticator(self, listener: Listener | None) -> SaslAuthenticator | None:
+        security = None if listener is None else self.broker.config.listener_security.get(listener.name)
+        if security is None or not security.is_sasl:
+            return None
+        replica_manager = self.broker.replica_manager
+        # Before authentication frames are capped at sasl.server.max.receive.size, as in Kafka.
+        self.framer.max_request_size = min(self.framer.max_request_size, security.max_receive_size)
+        return SaslAuthenticator(
+            security,
+            scram_credential=lambda user, mechanism: replica_manager.image.scram.get(user, mechanism),
+            monotonic_ms=self.broker.clock.monotonic_ms,
+            error_responses={key: spec.error_response for key, spec in self.apis.items()},
+        )
+
+    def _sasl_frame(self, slot: Slot, frame: memoryview) -> bool:
+        """Let the authenticator take ``frame``; True when it did (answered and/or closing)."""
+        authenticator = self.authenticator
+        assert authenticator is not None
+        authentications = authenticator.authentications
+        reply = authenticator.on_frame(frame)
+        if authenticator.authentications != authentications:
+            self.principal = authenticator.principal
+            self.framer.max_request_size = self.broker.config.socket_request_max_bytes
+            if authentications:
+                logger.info("connection %s re-authenticated as %s", self.connection_id,
+                            self.principal)
+        if reply is None:
+            return False
+        if reply.close:
+            logger.info("closing connection %s on listener %s: %s", self.connection_id,
+                        self.listener_name, reply.reason)
+            self._refused = True
+            self._frames.clear()
+        self.responses.fill(slot, [reply.response] if reply.response is not None else None,
+                            close_after=reply.close)
+        self._flush_ready()
+        return True
 
     def _dispatch(self, slot: Slot, spec: ApiSpec, context: RequestContext, request: Message) -> None:
         try:
@@ -403,6 +458,8 @@ class KafkaConnection(asyncio.Protocol):
         while (slot := self.responses.pop_ready()) is not None:
             self._release_place()
             if slot.close_after:
+                for part in slot.parts or ():  # a last answer (SASL failures), then close
+                    transport.write(part)  # type: ignore[arg-type]
                 self._closing = True
                 transport.close()  # sends what the transport still holds, then closes
                 return

@@ -1,8 +1,9 @@
 """The listeners: accept connections, hand them to ``KafkaConnection``, stop cleanly.
 
-Start: one ``loop.create_server`` per listener; a port of 0 binds an ephemeral port, and the
-advertised listener of the same index then carries the bound port (so Metadata tells clients
-where to connect). Idle connections (``connections.max.idle.ms`` without traffic and nothing in
+Start: one ``loop.create_server`` per listener (each connection knows its listener: SASL
+listeners authenticate, Metadata answers with the same listener's endpoint); a port of 0 binds an
+ephemeral port, and the advertised listener of the same name then carries the bound port (so
+Metadata tells clients where to connect). Idle connections (``connections.max.idle.ms`` without traffic and nothing in
 flight) are closed by one periodic check, not a timer per connection.
 
 Stop: close the listening sockets, give in-flight requests until ``grace_seconds`` to be
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 
 from broker.apis import ApiSpec, load_apis
 from broker.broker import Broker
@@ -43,16 +45,19 @@ class Server:
     async def start(self) -> list[Listener]:
         loop = asyncio.get_running_loop()
         advertised = list(self.broker.advertised)
-        for index, listener in enumerate(self.broker.config.listeners):
+        for listener in self.broker.config.listeners:
             server = await loop.create_server(
-                lambda: KafkaConnection(self), host=listener.host or None, port=listener.port,
-                reuse_address=True, backlog=511,
+                partial(KafkaConnection, self, listener), host=listener.host or None,
+                port=listener.port, reuse_address=True, backlog=511,
             )
             self._servers.append(server)
             host, port = server.sockets[0].getsockname()[:2]
-            self.bound.append(Listener(listener.name, listener.host or host, port))
-            if index < len(advertised) and advertised[index].port == 0:
-                advertised[index] = Listener(advertised[index].name, advertised[index].host, port)
+            self.bound.append(Listener(listener.name, listener.host or host, port,
+                                       listener.security_protocol))
+            for index, endpoint in enumerate(advertised):
+                if endpoint.name == listener.name and endpoint.port == 0:
+                    advertised[index] = Listener(endpoint.name, endpoint.host, port,
+                                                 endpoint.security_protocol)
         self.broker.advertised = tuple(advertised)
         self._idle_task = loop.create_task(self._close_idle_connections())
         return self.bound

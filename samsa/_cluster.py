@@ -38,6 +38,7 @@ from protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from protocol.messages.metadata_response import MetadataResponse
 from samsa._connection import BrokerConnection, connect
+from samsa._sasl import sasl_credentials
 from samsa.errors import BrokerUnreachableError, KafkaTimeoutError, NoBrokersAvailableError
 from samsa.types import BrokerInfo, PartitionInfo, TopicInfo, TopicPartition
 
@@ -85,7 +86,8 @@ class Cluster:
             host, port, node_id=node_id, client_id=self.client_id,
             request_timeout_ms=self.config["request.timeout.ms"],
             setup_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
-            max_response_bytes=self.config["receive.message.max.bytes"])
+            max_response_bytes=self.config["receive.message.max.bytes"],
+            sasl=sasl_credentials(self.config))
 
     async def connection(self, node_id: int) -> BrokerConnection:
         """The open connection to broker ``node_id`` (opened if needed)."""

@@ -9,7 +9,8 @@ the connection is failed, failing every pending request.
 
 On connect the client sends ApiVersions (v3, then v0 if the broker answers
 UNSUPPORTED_VERSION, as librdkafka does) and thereafter picks, for each API, the
-highest version both sides know (``version_for``).
+highest version both sides know (``version_for``); with SASL credentials it then
+authenticates (``samsa._sasl``) before the connection is handed out.
 
 State: a connection belongs to the event loop that opened it. ``request()`` may be
 called concurrently by many tasks; requests are written in call order.
@@ -34,6 +35,7 @@ from protocol.messages import RESPONSES, request_header_version, response_header
 from protocol.messages.api_versions_request import ApiVersionsRequest
 from protocol.messages.api_versions_response import ApiVersionsResponse
 from protocol.messages.request_header import RequestHeader
+from samsa._sasl import SaslCredentials, authenticate
 from samsa.errors import BrokerUnreachableError, KafkaTimeoutError
 
 __all__ = ["BrokerConnection", "connect"]
@@ -250,8 +252,9 @@ class BrokerConnection(asyncio.Protocol):
 
 async def connect(host: str, port: int, *, node_id: int, client_id: str,
                   request_timeout_ms: int, setup_timeout_ms: int,
-                  max_response_bytes: int) -> BrokerConnection:
-    """Open a connection to ``host:port`` and negotiate API versions."""
+                  max_response_bytes: int, sasl: SaslCredentials | None = None) -> BrokerConnection:
+    """Open a connection to ``host:port``, negotiate API versions and, with ``sasl``,
+    authenticate (``samsa._sasl``); a failed authentication closes it and raises."""
     loop = asyncio.get_running_loop()
     address = f"{host}:{port}"
     try:
@@ -262,6 +265,8 @@ async def connect(host: str, port: int, *, node_id: int, client_id: str,
                                          max_response_bytes=max_response_bytes),
                 host, port)
             await connection.negotiate()
+            if sasl is not None:
+                await _authenticate(connection, sasl)
     except TimeoutError:
         raise BrokerUnreachableError(
             address, f"no connection within {setup_timeout_ms} ms") from None
@@ -269,3 +274,11 @@ async def connect(host: str, port: int, *, node_id: int, client_id: str,
         raise BrokerUnreachableError(address, exc.strerror or str(exc)) from None
     log.debug("connected to %s (node %d)", address, node_id)
     return connection
+
+
+async def _authenticate(connection: BrokerConnection, sasl: SaslCredentials) -> None:
+    try:
+        await authenticate(connection, sasl)
+    except BaseException:
+        connection.close_soon()
+        raise

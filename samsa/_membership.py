@@ -63,6 +63,7 @@ from protocol.messages.sync_group_request import SyncGroupRequest, SyncGroupRequ
 from protocol.messages.sync_group_response import SyncGroupResponse
 from samsa._cluster import Cluster, backoff_delays
 from samsa._connection import BrokerConnection, connect
+from samsa._sasl import sasl_credentials
 from samsa.assignors import (
     Assignment,
     PartitionAssignor,
@@ -289,7 +290,8 @@ class GroupMember:
             broker.host, broker.port, node_id=node_id, client_id=self._cluster.client_id,
             request_timeout_ms=config["request.timeout.ms"],
             setup_timeout_ms=config["socket.connection.setup.timeout.ms"],
-            max_response_bytes=config["receive.message.max.bytes"])
+            max_response_bytes=config["receive.message.max.bytes"],
+            sasl=sasl_credentials(config))
         self._coordinator_id = node_id
         return self._connection
 

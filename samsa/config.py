@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from samsa._sasl import sasl_credentials
 from samsa.errors import ConfigError
 
 __all__ = ["ADMIN", "COMMON", "CONSUMER", "PRODUCER", "ConfigKey", "parse_config"]
@@ -125,7 +126,12 @@ COMMON = _keys(
     ConfigKey("connections.max.idle.ms", "int", 540_000),
     ConfigKey("receive.message.max.bytes", "int", 100_000_000, minimum=1_000),
     ConfigKey("client.rack", "str", ""),
-    ConfigKey("security.protocol", "str", "PLAINTEXT", choices=("PLAINTEXT",)),
+    ConfigKey("security.protocol", "str", "PLAINTEXT", choices=("PLAINTEXT", "SASL_PLAINTEXT")),
+    # SASL (samsa._sasl): librdkafka's username/password, or Java's sasl.jaas.config.
+    ConfigKey("sasl.mechanism", "str", "GSSAPI", doc="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    ConfigKey("sasl.username", "str", ""),
+    ConfigKey("sasl.password", "str", ""),
+    ConfigKey("sasl.jaas.config", "str", ""),
 )
 
 PRODUCER = _keys(
@@ -231,6 +237,8 @@ def _check_consistency(role: str, config: dict[str, Any], explicit: set[str]) ->
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError("bootstrap.servers", address, "each entry must be host:port")
+    if config["security.protocol"] == "SASL_PLAINTEXT":
+        sasl_credentials(config)  # a bad mechanism or missing credentials fail here
     if role == "producer":
         _check_producer(config, explicit)
     if role == "consumer" and config["heartbeat.interval.ms"] >= config["session.timeout.ms"]:
