@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.auth.authorizer import Authorizer, parse_super_users
 from broker.config import BrokerConfig, Listener
 from broker.config_admin import dynamic_log_config
 from broker.fetch_session import FetchSessionCache
@@ -57,6 +58,7 @@ class Broker:
     stopping: bool = False
     storage_executor: Executor | None = None  # set by the daemon: where fsyncs run
     metrics: RequestMetrics | None = None  # set by the daemon when metrics.port is on
+    authorizer: Authorizer | None = None  # authorizer.class.name set: broker.auth
     _next_waiter_key: int = field(default=0, repr=False)
     _flushing: set[Log] = field(default_factory=set, repr=False)
 
@@ -75,6 +77,7 @@ class Broker:
             clock=clock,
             default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
+            metadata_log_config=config.metadata_log_config,
         )
         offset_store = OffsetStore(replica_manager, config=offsets_config(config), clock=clock)
         group_coordinator = GroupCoordinator(config=config.group_config, clock=clock, store=offset_store,
@@ -94,6 +97,12 @@ class Broker:
             ),
             advertised=config.advertised_listeners,
         )
+        if config.authorizer_class_name:
+            broker.authorizer = Authorizer(
+                lambda: replica_manager.image.acls,
+                super_users=parse_super_users(config.super_users),
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
         replica_manager.resolve_default_config = broker._dynamic_log_config
         return broker

@@ -20,16 +20,27 @@ ignored, as Kafka does ("supplied but isn't a known config").
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.group.values import GroupConfig
+from broker.sasl.config import (
+    DEFAULT_PROTOCOL_MAP,
+    ListenerSecurity,
+    is_security_key,
+    listener_security,
+    parse_protocol_map,
+)
 from broker.transaction.coordinator import TransactionConfig
+from replication.metadata.log import MetadataLogConfig
 from storage.config import LONG_MAX, LogConfig
 from storage.errors import ConfigError
 
-__all__ = ["BROKER_KEYS", "BrokerConfig", "ConfigError", "Listener", "parse_properties"]
+__all__ = [
+    "BROKER_KEYS", "BrokerConfig", "ConfigError", "Listener", "endpoint_for", "parse_properties",
+]
 
 logger = logging.getLogger("samsa.broker.config")
 
@@ -43,9 +54,19 @@ class Listener:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"  # from listener.security.protocol.map
 
     def __str__(self) -> str:
         return f"{self.name}://{self.host}:{self.port}"
+
+
+def endpoint_for(advertised: tuple[Listener, ...], listener_name: str) -> tuple[Listener, ...]:
+    """The advertised endpoint on ``listener_name`` — the listener a client came in on, as Kafka
+    answers Metadata — or the first advertised one when there is none of that name."""
+    for listener in advertised:
+        if listener.name == listener_name:
+            return (listener,)
+    return advertised[:1]
 
 
 def _integer(minimum: int, maximum: int = LONG_MAX) -> Callable[[str, str], int]:
@@ -73,7 +94,7 @@ def _text(key: str, raw: str) -> str:
 
 
 def _listeners(key: str, raw: str) -> tuple[Listener, ...]:
-    listeners = []
+    listeners: list[Listener] = []
     for item in (part.strip() for part in raw.split(",")):
         if not item:
             continue
@@ -81,15 +102,32 @@ def _listeners(key: str, raw: str) -> tuple[Listener, ...]:
         host, colon, port_text = address.rpartition(":")
         if not separator or not colon or not port_text.isdigit():
             raise ConfigError(key, raw, f"{item!r} is not NAME://host:port")
-        if name.upper() != "PLAINTEXT":
-            raise ConfigError(key, raw, f"security protocol {name} is not supported (PLAINTEXT)")
+        if not _LISTENER_NAME.fullmatch(name):
+            raise ConfigError(key, raw, f"{name!r} is not a listener name (letters, digits, _)")
         port = int(port_text)
         if port > 65535:
             raise ConfigError(key, raw, f"port {port} is out of range")
+        if any(listener.name == name.upper() for listener in listeners):
+            raise ConfigError(key, raw, f"listener name {name.upper()} is used twice")
         listeners.append(Listener(name.upper(), host.strip("[]"), port))
     if not listeners:
         raise ConfigError(key, raw, "at least one listener is required")
     return tuple(listeners)
+
+
+_LISTENER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def _authorizer_class(key: str, raw: str) -> str:
+    value = raw.strip()
+    if value not in ("", STANDARD_AUTHORIZER):
+        raise ConfigError(
+            key, raw, f"the only authorizer Samsa has is {STANDARD_AUTHORIZER} (or empty: none)"
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +186,24 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         "3600000", _integer(1, INT_MAX)),
     "transaction.partition.verification.enable": BrokerKey("true", _boolean),
     "metrics.port": BrokerKey("0", _integer(0, 65535)),
+    # The metadata log and its snapshots (Kafka's KRaftConfigs; replication.metadata.log).
+    "metadata.log.max.record.bytes.between.snapshots": BrokerKey("20971520", _integer(1)),
+    "metadata.log.max.snapshot.interval.ms": BrokerKey("3600000", _integer(0)),
+    "metadata.max.retention.bytes": BrokerKey("104857600", _integer(-LONG_MAX - 1)),
+    "metadata.max.retention.ms": BrokerKey("604800000", _integer(-LONG_MAX - 1)),
+    "metadata.log.segment.bytes": BrokerKey("1073741824", _integer(12, INT_MAX)),
+    "metadata.log.segment.min.bytes": BrokerKey("8388608", _integer(12, INT_MAX)),  # testing only
+    "metadata.log.segment.ms": BrokerKey("604800000", _integer(1)),
+    # Listener security (broker.sasl.config; the listener.name.* and sasl.jaas.config keys are
+    # read there and kept out of this table, so DescribeConfigs never shows a password).
+    "listener.security.protocol.map": BrokerKey(DEFAULT_PROTOCOL_MAP, parse_protocol_map),
+    "sasl.enabled.mechanisms": BrokerKey("GSSAPI"),
+    "connections.max.reauth.ms": BrokerKey("0", _integer(0)),
+    "sasl.server.max.receive.size": BrokerKey("524288", _integer(1, INT_MAX)),
+    # Authorization (broker.auth): "" = none; Kafka's StandardAuthorizer is the one accepted.
+    "authorizer.class.name": BrokerKey("", _authorizer_class),
+    "allow.everyone.if.no.acl.found": BrokerKey("false", _boolean),
+    "super.users": BrokerKey(""),
     # Broker-wide defaults of topic configs (Kafka's ServerLogConfigs -> TopicConfig).
     "message.max.bytes": _log("1048588", "max.message.bytes"),
     "log.segment.bytes": _log("1073741824", "segment.bytes"),
@@ -173,6 +229,14 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "log.message.timestamp.after.max.ms": _log("3600000", "message.timestamp.after.max.ms"),
     "log.segment.delete.delay.ms": _log("60000", "file.delete.delay.ms"),
     "log.preallocate": _log("false", "preallocate"),
+    "compression.type": _log("producer", "compression.type"),
+    "compression.gzip.level": _log("-1", "compression.gzip.level"),
+    "compression.lz4.level": _log("9", "compression.lz4.level"),
+    "compression.zstd.level": _log("3", "compression.zstd.level"),
+    "min.insync.replicas": _log("1", "min.insync.replicas"),
+    "unclean.leader.election.enable": _log("false", "unclean.leader.election.enable"),
+    "log.local.retention.ms": _log("-2", "local.retention.ms"),
+    "log.local.retention.bytes": _log("-2", "local.retention.bytes"),
 }
 
 
@@ -208,22 +272,28 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
     transaction_config: TransactionConfig = field(default_factory=TransactionConfig)
+    listener_security: Mapping[str, ListenerSecurity] = field(default_factory=dict)  # by name
+    authorizer_class_name: str = ""
+    allow_everyone_if_no_acl_found: bool = False
+    super_users: str = ""  # principals separated by ';'
+    metadata_log_config: MetadataLogConfig = field(default_factory=MetadataLogConfig)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
         """Validate ``properties`` (Kafka-named strings) over the defaults."""
         for key in properties:
-            if key not in BROKER_KEYS:
+            if key not in BROKER_KEYS and not is_security_key(key):
                 logger.warning("the configuration '%s' was supplied but isn't a known config", key)
         raw = {k: v for k, spec in BROKER_KEYS.items() if (v := spec.default) is not None}
         raw.update({k: str(v) for k, v in properties.items() if k in BROKER_KEYS})
         values = {key: BROKER_KEYS[key].parse(key, text) for key, text in raw.items()}
-        listeners = values["listeners"]
-        assert isinstance(listeners, tuple)
+        listeners, security = _secured_listeners(values, raw, properties)
+        raw.update({k: str(v) for k, v in properties.items() if is_security_key(k)})
         return cls(
             node_id=_int(values, "node.id"),
             listeners=listeners,
             advertised_listeners=_advertised(values, listeners),
+            listener_security=security,
             log_dirs=_log_dirs(raw),
             num_partitions=_int(values, "num.partitions"),
             default_replication_factor=_int(values, "default.replication.factor"),
@@ -256,6 +326,10 @@ class BrokerConfig:
             offsets_retention_check_interval_ms=_int(values, "offsets.retention.check.interval.ms"),
             offset_metadata_max_bytes=_int(values, "offset.metadata.max.bytes"),
             transaction_config=_transaction_config(values),
+            authorizer_class_name=str(values["authorizer.class.name"]),
+            allow_everyone_if_no_acl_found=bool(values["allow.everyone.if.no.acl.found"]),
+            super_users=str(values["super.users"]),
+            metadata_log_config=_metadata_log_config(values),
         )
 
     @classmethod
@@ -268,6 +342,23 @@ class BrokerConfig:
                 raise ConfigError("--override", override, "expected key=value")
             properties[key.strip()] = value.strip()
         return cls.from_properties(properties)
+
+
+def _metadata_log_config(values: Mapping[str, object]) -> MetadataLogConfig:
+    segment_bytes = _int(values, "metadata.log.segment.bytes")
+    minimum = _int(values, "metadata.log.segment.min.bytes")
+    if segment_bytes < minimum:  # Kafka's KafkaMetadataLog check, with its message
+        raise ConfigError("metadata.log.segment.bytes", segment_bytes,
+                          f"Cannot set metadata.log.segment.bytes below {minimum}")
+    return MetadataLogConfig(
+        max_record_bytes_between_snapshots=_int(
+            values, "metadata.log.max.record.bytes.between.snapshots"),
+        max_snapshot_interval_ms=_int(values, "metadata.log.max.snapshot.interval.ms"),
+        retention_max_bytes=_int(values, "metadata.max.retention.bytes"),
+        retention_ms=_int(values, "metadata.max.retention.ms"),
+        segment_bytes=segment_bytes,
+        segment_ms=_int(values, "metadata.log.segment.ms"),
+    )
 
 
 def _transaction_config(values: Mapping[str, object]) -> TransactionConfig:
@@ -291,14 +382,43 @@ def _int(values: Mapping[str, object], key: str) -> int:
     return value
 
 
+def _secured_listeners(
+    values: Mapping[str, object], raw: Mapping[str, str], properties: Mapping[str, str]
+) -> tuple[tuple[Listener, ...], dict[str, ListenerSecurity]]:
+    """The listeners with their security protocols (``listener.security.protocol.map``)."""
+    listeners = values["listeners"]
+    protocols = values["listener.security.protocol.map"]
+    assert isinstance(listeners, tuple) and isinstance(protocols, dict)
+    secured, security = [], {}
+    for listener in listeners:
+        protocol = protocols.get(listener.name)
+        if protocol is None:
+            raise ConfigError("listener.security.protocol.map", raw["listener.security.protocol.map"],
+                              f"no security protocol is defined for listener {listener.name}")
+        if protocol in ("SSL", "SASL_SSL"):
+            raise ConfigError("listeners", raw["listeners"],
+                              f"listener {listener.name}: security protocol {protocol} is not "
+                              "supported, Samsa has no TLS (use PLAINTEXT or SASL_PLAINTEXT)")
+        security[listener.name] = listener_security(listener.name, protocol, properties, raw)
+        secured.append(Listener(listener.name, listener.host, listener.port, protocol))
+    return tuple(secured), security
+
+
 def _advertised(
     values: Mapping[str, object], listeners: tuple[Listener, ...]
 ) -> tuple[Listener, ...]:
+    """Kafka's rule: advertised listeners name listeners (default: the listeners themselves)."""
     advertised = values.get("advertised.listeners")
     if advertised is None:
         return listeners
     assert isinstance(advertised, tuple)
-    return advertised
+    protocols = {listener.name: listener.security_protocol for listener in listeners}
+    for listener in advertised:
+        if listener.name not in protocols:
+            raise ConfigError("advertised.listeners", ",".join(map(str, advertised)),
+                              f"listener {listener.name} is not one of the listeners "
+                              f"({', '.join(protocols)})")
+    return tuple(Listener(a.name, a.host, a.port, protocols[a.name]) for a in advertised)
 
 
 def _log_dirs(raw: Mapping[str, str]) -> tuple[Path, ...]:

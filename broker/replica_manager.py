@@ -1,8 +1,17 @@
 """The partitions this broker hosts, kept in step with the metadata image.
 
-Start-up: the log manager loads every log; the metadata log is replayed into the image; each
+Start-up: the log manager loads every log; the metadata image is loaded (the newest snapshot,
+then the metadata log after it: ``replication.metadata.log``); each
 partition of the image gets its ``Partition`` (creating its log if missing) and its topic's
 config; a log whose topic is not in the image (a deletion cut short by a crash) is deleted.
+
+Topic ids on disk (``partition.metadata``, written when a log is created): at start-up a log
+without one (a directory from before Samsa wrote them) gets its topic's id from the image; a log
+whose file names another id than the image's for its topic name belonged to an earlier topic of
+that name (deleted and re-created while the directory was elsewhere). As Kafka's KRaft broker
+treats such stray logs, it is not served: it is renamed ``<topic>-<partition>.<id>-stray`` and
+kept, and the partition gets a new, empty log. A malformed file stops that one partition
+(KAFKA_STORAGE_ERROR) until it is fixed or removed.
 
 Config changes (``alter_configs``) are ConfigRecords appended the same way and applied to the live
 logs at once; a BROKER record changes the topic defaults (``resolve_default_config``, set by the
@@ -19,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from uuid import UUID
 
+from protocol.errors import KafkaStorageError
 from protocol.messages.metadata.config_record import ConfigRecord
 from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
 from replication.metadata.controller import (
@@ -29,19 +39,27 @@ from replication.metadata.controller import (
     topic_config,
 )
 from replication.metadata.image import TOPIC_RESOURCE_TYPE, MetadataImage, TopicImage
-from replication.metadata.log import METADATA_PARTITION, METADATA_TOPIC, MetadataLog
+from replication.metadata.log import (
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    MetadataLog,
+    MetadataLogConfig,
+)
 from replication.partition import Partition, Waiter
 from storage.clock import Clock
 from storage.config import LogConfig
+from storage.errors import CorruptPartitionMetadataError
 from storage.log import Log
 from storage.log_manager import LogManager
+from storage.partition_metadata import METADATA_TOPIC_ID, topic_id_to_string
 
 __all__ = ["METADATA_LOG_CONFIG", "ReplicaManager"]
 
 logger = logging.getLogger("samsa.broker.replica_manager")
 
-# The metadata log is never trimmed by retention (snapshots will bound it later).
-METADATA_LOG_CONFIG = LogConfig(retention_ms=-1, retention_bytes=-1)
+# The metadata log is never trimmed by retention.ms/.bytes: its snapshots bound it
+# (metadata.max.retention.*, replication.metadata.log); these are its default segments.
+METADATA_LOG_CONFIG = MetadataLogConfig().log_config()
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
 
@@ -54,8 +72,10 @@ class ReplicaManager:
         clock: Clock,
         default_num_partitions: int,
         default_replication_factor: int,
+        metadata_log_config: MetadataLogConfig | None = None,
     ) -> None:
         self.log_manager = log_manager
+        self.metadata_log_config = metadata_log_config or MetadataLogConfig()
         self.node_id = node_id
         self.clock = clock
         self.default_num_partitions = default_num_partitions
@@ -80,7 +100,8 @@ class ReplicaManager:
     # -- start-up -----------------------------------------------------------------------------
 
     def startup(self) -> None:
-        self.metadata_log = MetadataLog(self._open_metadata_log(), clock=self.clock)
+        self.metadata_log = MetadataLog(self._open_metadata_log(), clock=self.clock,
+                                        config=self.metadata_log_config)
         image = self.metadata_log.replay()
         self._refresh_default_config()
         for key in list(self.log_manager.logs):
@@ -90,24 +111,56 @@ class ReplicaManager:
             if topic is None or key[1] not in topic.partitions:
                 logger.warning("deleting stray log %s-%d: not in the metadata image", *key)
                 self.log_manager.delete_log(*key)
+            else:
+                self._check_topic_id(key, topic.topic_id)
         for topic in image.topics_by_name.values():
             self._open_partitions(topic)
+
+    def _check_topic_id(self, key: tuple[str, int], topic_id: UUID) -> None:
+        """A loaded log against the image's topic id (see the module docstring)."""
+        try:
+            stored = self.log_manager.read_topic_id(*key)
+        except CorruptPartitionMetadataError as error:
+            logger.error("%s; partition %s-%d is not served until the file is fixed or removed",
+                         error, *key)
+            self.log_manager.take_offline(*key, reason=str(error))
+            return
+        except KafkaStorageError as error:  # its log directory is offline: nothing to check
+            logger.error("cannot read the topic id of %s-%d: %s", *key, error)
+            return
+        if stored is None:
+            logger.info("writing partition.metadata of %s-%d: topic id %s", *key,
+                        topic_id_to_string(topic_id))
+            self.log_manager.write_topic_id(*key, topic_id)
+        elif stored != topic_id:
+            directory = self.log_manager.logs[key].directory
+            aside = self.log_manager.set_aside_stray(*key)
+            logger.warning(
+                "log %s has topic id %s but topic %s has topic id %s in the metadata image "
+                "(deleted and re-created while this log was elsewhere): not served; "
+                "renamed to %s", directory, topic_id_to_string(stored), key[0],
+                topic_id_to_string(topic_id), aside,
+            )
 
     def _open_metadata_log(self) -> Log:
         existing = self.log_manager.get_log(METADATA_TOPIC, METADATA_PARTITION)
         if existing is not None:
-            existing.config = METADATA_LOG_CONFIG
+            existing.config = self.metadata_log_config.log_config()
+            if self.log_manager.read_topic_id(METADATA_TOPIC, METADATA_PARTITION) is None:
+                self.log_manager.write_topic_id(METADATA_TOPIC, METADATA_PARTITION,
+                                                METADATA_TOPIC_ID)
             return existing
         # Kafka keeps the metadata log in metadata.log.dir, by default the first of log.dirs.
         first: Path = self.log_manager.log_dirs[0]
         log = Log.open(
             first / f"{METADATA_TOPIC}-{METADATA_PARTITION}",
-            METADATA_LOG_CONFIG,
+            self.metadata_log_config.log_config(),
             clock=self.clock,
             had_clean_shutdown=True,
             health=self.log_manager.health[first],
         )
         self.log_manager.logs[(METADATA_TOPIC, METADATA_PARTITION)] = log
+        self.log_manager.write_topic_id(METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID)
         return log
 
     def _open_partitions(self, topic: TopicImage, first_index: int = 0) -> None:
@@ -115,7 +168,8 @@ class ReplicaManager:
         for index, state in sorted(topic.partitions.items()):
             if index < first_index:
                 continue
-            log = self.log_manager.get_or_create_log(topic.name, index, config)
+            log = self.log_manager.get_or_create_log(topic.name, index, config,
+                                                     topic_id=topic.topic_id)
             log.config = config
             partition = Partition(log, topic_id=topic.topic_id, leader_epoch=state.leader_epoch,
                                   node_id=self.node_id)
@@ -148,6 +202,7 @@ class ReplicaManager:
         num_partitions: int = -1,
         replication_factor: int = -1,
         configs: Mapping[str, str | None] | None = None,
+        assignments: Sequence[tuple[int, Sequence[int]]] = (),
         validate_only: bool = False,
     ) -> TopicPlan:
         """Create a topic (raises the Kafka error of a refusal); ``validate_only`` writes nothing."""
@@ -157,7 +212,7 @@ class ReplicaManager:
             configs=configs or {}, node_id=self.node_id,
             default_num_partitions=self.default_num_partitions,
             default_replication_factor=self.default_replication_factor,
-            default_config=self.default_config,
+            default_config=self.default_config, assignments=assignments,
         )
         if validate_only:
             return plan

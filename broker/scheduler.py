@@ -12,6 +12,16 @@
                                                              markers (on the loop)
     txn-expire   transaction.remove.expired.transaction.cleanup.interval.ms
                                                              expire transactional ids (on the loop)
+    metadata-snapshot  min(metadata.log.max.snapshot.interval.ms, 60 s)
+                                                             a metadata snapshot if one is due by
+                                                             time (on the loop; written on the
+                                                             storage worker)
+    metadata-clean     log.retention.check.interval.ms      metadata.max.retention.* (snapshots,
+                                                             metadata log start offset)
+
+Metadata snapshots are also started right after an append that makes one due
+(``MetadataLog.on_snapshot_due``): the loop takes a copy of the image (15–35 ms for 10,000
+topics), the storage worker encodes and writes the file and then applies the retention rules.
 
 Storage work goes to one worker thread (so these never overlap each other); the cleaner has
 its own thread, as Kafka's cleaner threads are separate. Offset expiry runs on the event loop
@@ -30,6 +40,7 @@ from typing import Any
 
 from broker.broker import Broker
 from broker.group.offsets import expire_offsets
+from replication.metadata.log import MetadataLog
 from storage.config import LONG_MAX
 
 __all__ = ["Scheduler"]
@@ -37,6 +48,7 @@ __all__ = ["Scheduler"]
 logger = logging.getLogger("samsa.broker.scheduler")
 
 PURGE_INTERVAL_MAX_MS = 10_000
+METADATA_SNAPSHOT_CHECK_MAX_MS = 60_000
 NEVER_MS = LONG_MAX // 2  # intervals at or above this are Kafka's "never"
 
 
@@ -70,6 +82,40 @@ class Scheduler:
         self._every("txn-expire",
                     transactions.config.transaction_remove_expired_transaction_cleanup_interval_ms,
                     transactions.expire_transactional_ids, on_loop=True)
+        self._start_metadata_snapshots()
+
+    def _start_metadata_snapshots(self) -> None:
+        metadata_log = self.broker.replica_manager.metadata_log
+        assert metadata_log is not None, "the broker starts up before its scheduler"
+        metadata_log.on_snapshot_due = self._snapshot_metadata
+        interval_ms = metadata_log.config.max_snapshot_interval_ms
+        check_ms = min(interval_ms, METADATA_SNAPSHOT_CHECK_MAX_MS) or METADATA_SNAPSHOT_CHECK_MAX_MS
+        self._every("metadata-snapshot", max(check_ms, 100), self._snapshot_metadata_if_due,
+                    on_loop=True)
+        self._every("metadata-clean", self.broker.config.log_retention_check_interval_ms,
+                    metadata_log.maybe_clean)
+
+    def _metadata_log(self) -> MetadataLog:
+        metadata_log = self.broker.replica_manager.metadata_log
+        assert metadata_log is not None
+        return metadata_log
+
+    def _snapshot_metadata_if_due(self) -> None:
+        if self._metadata_log().snapshot_due() is not None:
+            self._snapshot_metadata()
+
+    def _snapshot_metadata(self) -> None:
+        """On the loop: copy the image now; encode and write it on the storage worker."""
+        metadata_log = self._metadata_log()
+        reason = metadata_log.snapshot_due()
+        pending = metadata_log.prepare_snapshot()
+        if pending is None:
+            return
+        logger.info("creating metadata snapshot at offset %d because %s",
+                    pending.snapshot_id.end_offset, reason)
+        future = asyncio.get_running_loop().run_in_executor(
+            self.storage_executor, metadata_log.write_snapshot, pending)
+        future.add_done_callback(_log_snapshot_failure)
 
     def _every(
         self, name: str, interval_ms: int, work: Callable[[], Any],
@@ -102,6 +148,9 @@ class Scheduler:
         self.broker.log_manager.clean_dirtiest_log(self.broker.replica_manager.last_stable_offsets())
 
     async def stop(self) -> None:
+        metadata_log = self.broker.replica_manager.metadata_log
+        if metadata_log is not None:
+            metadata_log.on_snapshot_due = None  # appends after this start no snapshot
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -111,3 +160,8 @@ class Scheduler:
     def _shutdown_executors(self) -> None:
         self.cleaner_executor.shutdown(wait=True)
         self.storage_executor.shutdown(wait=True)
+
+
+def _log_snapshot_failure(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("writing a metadata snapshot failed", exc_info=future.exception())

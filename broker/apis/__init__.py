@@ -81,6 +81,7 @@ class RequestContext:
     # connections are "User:ANONYMOUS"; an authenticated (SASL) connection carries its user.
     principal: str = "User:ANONYMOUS"
     client_host: str = ""
+    listener_name: str = ""  # the listener the connection came in on ("" in unit tests)
 
     @property
     def client_id(self) -> str | None:
@@ -118,6 +119,7 @@ API_MODULES = (
     "create_partitions",
     "delete_records",
     "describe_cluster",
+    "describe_quorum",
     "describe_log_dirs",
     "alter_replica_log_dirs",
     "describe_topic_partitions",
@@ -142,6 +144,13 @@ API_MODULES = (
     "write_txn_markers",
     "describe_transactions",
     "list_transactions",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
+    "create_acls",
+    "describe_acls",
+    "delete_acls",
 )
 
 

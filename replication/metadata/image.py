@@ -5,12 +5,15 @@ Invariants:
 - a topic's partitions are numbered 0..n-1 once its creation batch has been applied;
 - topic configs are kept by topic name (a ConfigRecord's resource name) and go with the topic
   when a RemoveTopicRecord is applied, as KRaft's ``ConfigurationControlManager`` does;
+- group configs (GROUP resource) are kept by group id, whether or not the group exists;
 - dynamic broker configs are kept by resource name: "" is the cluster-wide default, a node id
   (as text) that node's own; a ConfigRecord with a null value deletes a key; an empty set of
   configs is dropped.
 
 Records are applied in log order by ``apply``; a record type the image does not track
-(brokers, features, ACLs, ...) is ignored. The image is owned by the broker's event loop.
+(brokers, features, ...) is ignored; ACL records go to ``acls``, SCRAM credentials to
+``scram``.
+The image is owned by the broker's event loop.
 """
 
 from __future__ import annotations
@@ -20,15 +23,26 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from protocol.codec import Message
+from protocol.messages.metadata.access_control_entry_record import AccessControlEntryRecord
 from protocol.messages.metadata.config_record import ConfigRecord
 from protocol.messages.metadata.partition_change_record import PartitionChangeRecord
 from protocol.messages.metadata.partition_record import PartitionRecord
 from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
+from protocol.messages.metadata.remove_access_control_entry_record import (
+    RemoveAccessControlEntryRecord,
+)
 from protocol.messages.metadata.remove_topic_record import RemoveTopicRecord
+from protocol.messages.metadata.remove_user_scram_credential_record import (
+    RemoveUserScramCredentialRecord,
+)
 from protocol.messages.metadata.topic_record import TopicRecord
+from protocol.messages.metadata.user_scram_credential_record import UserScramCredentialRecord
+from replication.metadata.acls import AclImage
+from replication.metadata.scram import ScramCredentials
 
 __all__ = [
     "BROKER_RESOURCE_TYPE",
+    "GROUP_RESOURCE_TYPE",
     "TOPIC_RESOURCE_TYPE",
     "MetadataImage",
     "PartitionImage",
@@ -39,6 +53,7 @@ logger = logging.getLogger("samsa.replication.metadata")
 
 TOPIC_RESOURCE_TYPE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE_TYPE = 4  # Kafka's ConfigResource.Type.BROKER
+GROUP_RESOURCE_TYPE = 32  # Kafka's ConfigResource.Type.GROUP (KIP-848 group configs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +79,11 @@ class MetadataImage:
     topics_by_id: dict[UUID, TopicImage] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "" = cluster default
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # by group id
     next_producer_id: int = 0  # the first producer id not yet handed out in a block
     last_offset: int = -1  # the offset of the last record applied
+    acls: AclImage = field(default_factory=AclImage)  # replication.metadata.acls
+    scram: ScramCredentials = field(default_factory=ScramCredentials)  # replication.metadata.scram
 
     def configs_of(self, topic: str) -> dict[str, str]:
         return dict(self.topic_configs.get(topic, {}))
@@ -84,6 +102,10 @@ class MetadataImage:
             self._remove_topic(record)
         elif isinstance(record, ProducerIdsRecord):
             self.next_producer_id = max(self.next_producer_id, record.next_producer_id)
+        elif isinstance(record, (AccessControlEntryRecord, RemoveAccessControlEntryRecord)):
+            self.acls.apply(record)
+        elif isinstance(record, (UserScramCredentialRecord, RemoveUserScramCredentialRecord)):
+            self.scram.apply(record)
         if offset >= 0:
             self.last_offset = offset
 
@@ -126,6 +148,8 @@ class MetadataImage:
             by_resource = self.topic_configs
         elif record.resource_type == BROKER_RESOURCE_TYPE:
             by_resource = self.broker_configs
+        elif record.resource_type == GROUP_RESOURCE_TYPE:
+            by_resource = self.group_configs
         else:
             return
         configs = by_resource.setdefault(record.resource_name, {})
