@@ -51,6 +51,7 @@ __all__ = [
     "plan_create_partitions",
     "plan_create_topic",
     "plan_delete_topic",
+    "random_topic_id",
     "validate_topic_name",
 ]
 
@@ -58,6 +59,20 @@ __all__ = [
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 MAX_NAME_LENGTH = 249
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+# Kafka's reserved Uuids: ZERO_UUID and METADATA_TOPIC_ID (0...01)
+_RESERVED_IDS = frozenset({UUID(int=0), UUID(int=1)})
+
+
+def random_topic_id() -> UUID:
+    """A new topic id as Kafka's ``Uuid.randomUuid``: never a reserved id, and never one whose
+    string form (URL-safe base64 of the 16 bytes) starts with '-', which a command line would
+    take for an option."""
+    while True:
+        candidate = uuid.uuid4()
+        if candidate not in _RESERVED_IDS and candidate.bytes[0] >> 2 != 62:  # 62 encodes '-'
+            return candidate
 
 
 def is_internal(topic: str) -> bool:
@@ -124,7 +139,7 @@ def plan_create_topic(
         )
     explicit = {key: value for key, value in configs.items() if value is not None}
     config = _validated_config(explicit, default_config)
-    topic_id = uuid.uuid4()
+    topic_id = random_topic_id()
     records: list[Message] = [TopicRecord(name=name, topic_id=topic_id)]
     records += [
         ConfigRecord(resource_type=TOPIC_RESOURCE_TYPE, resource_name=name, name=key, value=value)

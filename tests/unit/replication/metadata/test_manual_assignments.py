@@ -101,3 +101,15 @@ def test_assignments_match_the_model(assignments: Assignments) -> None:
     else:
         with pytest.raises(expected):
             _plan(assignments)
+
+
+def test_topic_ids_are_never_reserved_nor_start_with_a_dash() -> None:
+    # Kafka's Uuid.randomUuid: ZERO_UUID, METADATA_TOPIC_ID and ids printed with a leading '-'
+    # (about 1 in 64) are drawn again
+    import base64
+
+    from replication.metadata.controller import random_topic_id
+
+    ids = [random_topic_id() for _ in range(5000)]
+    assert all(base64.urlsafe_b64encode(i.bytes)[:1] != b"-" for i in ids)
+    assert all(i.int > 1 for i in ids)
