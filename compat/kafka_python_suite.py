@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 from compat.results import Outcome, SuiteResult
-from compat.samsa_broker import ROOT, SamsaBroker
+from compat.samsa_broker import AUTHORIZER, ROOT, SamsaBroker
 
 VERSION = "3.0.12"
 KAFKA_VERSION = "4.0.0"  # what kafka-python 3.0.12 infers from Samsa's ApiVersions: (4, 0)
@@ -72,14 +72,17 @@ def _fixture_settings() -> dict[str, str]:
     the port up front: a free one is picked and handed over. Its group tests use
     ``session_timeout_ms=3000``, below Kafka's default ``group.min.session.timeout.ms`` (6000),
     so — like any test broker for them — the minimum is lowered, and the initial rebalance delay
-    is 0 (both brokers would answer INVALID_SESSION_TIMEOUT otherwise, as Samsa did).
+    is 0 (both brokers would answer INVALID_SESSION_TIMEOUT otherwise, as Samsa did). ACLs
+    are enforced as on a Kafka test cluster (``AUTHORIZER``: StandardAuthorizer, everything
+    allowed where no ACL is found), for its ACL admin test.
     """
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     listener = f"PLAINTEXT://127.0.0.1:{port}"
     return {"node.id": "0", "listeners": listener, "advertised.listeners": listener,
-            "group.min.session.timeout.ms": "1000", "group.initial.rebalance.delay.ms": "0"}
+            "group.min.session.timeout.ms": "1000", "group.initial.rebalance.delay.ms": "0",
+            **AUTHORIZER}
 
 
 def _pytest(source: Path, broker: SamsaBroker, junit: Path, log_path: Path) -> int:

@@ -2,15 +2,20 @@
 
 Fetched with ``npm pack node-rdkafka@VERSION`` into ``.cache/compat/`` and built once:
 ``./configure --no-download --disable-gssapi --disable-curl``, ``make libs``,
-``make -C tests build`` (Debian build dependencies are apt-installed first if missing).
-librdkafka's test cluster has 3 brokers and some tests (0103_transactions) create their
+``make -C tests build`` (Debian build dependencies, rapidjson-dev included, are apt-installed
+first if missing; a build configured without RapidJSON is reconfigured and rebuilt once).
+librdkafka's test cluster has 3 brokers and some tests (0098, 0101, 0103) create their
 topics with replication factor 3, which one node must refuse (Kafka's too): before the build,
 those calls are patched to replication factor 1 (``patch_for_one_node``), nothing else.
+Tests that shell out to Kafka's Java tools get stand-ins on ``KAFKA_PATH`` (``kafka_path``:
+kafka-topics.sh and kafka-acls.sh); those calling another tool, or a Java program of their
+own (``NEEDS_JAVA``), are skipped. The broker enforces ACLs (``AUTHORIZER``).
 
 Each test number runs in its own ``test-runner`` process (``TESTS=NNNN``, flags
 ``-Q -E -K -L``: quick mode, no socket-emulation, no known-issue and no broker-less tests), so
 one hang or crash costs one test, under a wall-clock timeout and an overall time budget.
-``test.conf`` points ``bootstrap.servers`` at the broker; ``TEST_KAFKA_VERSION`` is the Kafka
+A ``test.conf`` of the run's own (``RDKAFKA_TEST_CONF``, so that runs at the same time do not
+share one) points ``bootstrap.servers`` at the broker; ``TEST_KAFKA_VERSION`` is the Kafka
 version Samsa's ApiVersions matches. A test number whose source calls for an API (``REQUIREMENTS``:
 subscribe/commit need the group APIs, transactions need the transaction APIs, ...) is skipped
 while the broker does not advertise one of those API keys, and runs by itself once it does
@@ -27,20 +32,26 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from compat.results import Outcome, SuiteResult
-from compat.samsa_broker import SamsaBroker
+from compat.samsa_broker import AUTHORIZER, SamsaBroker
 
 NODE_RDKAFKA_VERSION = "3.6.1"  # bundles librdkafka 2.12.0
 TEST_KAFKA_VERSION = "4.0.0"
 RUNNER_FLAGS = ["-Q", "-E", "-K", "-L"]
 PER_TEST_TIMEOUT_SECONDS = 150
+# Test numbers that need longer: 0081_admin runs ~40 admin cases, many of them waiting out
+# librdkafka's own timeouts (~150 s in all since the ACL APIs let its ACL cases run).
+LONGER_TIMEOUT_SECONDS = {"0081": 360}
 SUITE_BUDGET_SECONDS = 25 * 60
+# rapidjson-dev: tests 0053, 0098, 0101 and 0110 parse statistics JSON with RapidJSON and skip
+# without it (./configure records WITH_RAPIDJSON in Makefile.config and config.h).
 BUILD_PACKAGES = ["build-essential", "libssl-dev", "zlib1g-dev", "libzstd-dev", "liblz4-dev",
-                  "python3"]
+                  "python3", "rapidjson-dev"]
 # Entries the runner never runs here: broker-less, socket emulation, known issue, manual.
 NOT_APPLICABLE_FLAGS = ("TEST_F_LOCAL", "TEST_F_SOCKEM", "TEST_F_KNOWN_ISSUE)",
                         "TEST_F_KNOWN_ISSUE,", "TEST_F_KNOWN_ISSUE |", "TEST_F_MANUAL")
@@ -86,8 +97,14 @@ def prepare(cache: Path) -> Path:
     _install_build_packages()
     if patch_for_one_node(source / "tests"):
         (source / "tests" / "test-runner").unlink(missing_ok=True)  # rebuilt below
-    if not (source / "Makefile.config").exists():
+    if not _configured_with_rapidjson(source):
+        # Configured before rapidjson-dev was installed (or never): reconfigure, and rebuild
+        # the libraries and tests, whose objects depend on the rewritten config.h.
         _build(source, ["./configure", "--no-download", "--disable-gssapi", "--disable-curl"])
+        if not _configured_with_rapidjson(source):
+            raise RuntimeError(f"./configure did not find RapidJSON; see {source}/config.log")
+        (source / "src" / "librdkafka.a").unlink(missing_ok=True)
+        (source / "tests" / "test-runner").unlink(missing_ok=True)
     if not (source / "src" / "librdkafka.a").exists():
         _build(source, ["make", "-j2", "libs"])
     if not (source / "tests" / "test-runner").exists():
@@ -95,15 +112,24 @@ def prepare(cache: Path) -> Path:
     return source / "tests"
 
 
-# ``test_create_topic_wait_exists(rk, topic, partitions, 3, 5000)``: replication factor 3.
-_REPLICATION_FACTOR_3 = re.compile(r"(test_create_topic_wait_exists\([^;]*?, )3(, 5000\))")
+def _configured_with_rapidjson(source: Path) -> bool:
+    """True once ./configure has run and found RapidJSON (``WITH_RAPIDJSON= y``)."""
+    config = source / "Makefile.config"
+    return config.exists() and re.search(r"^WITH_RAPIDJSON=\s*y\s*$", config.read_text(),
+                                         re.MULTILINE) is not None
+
+
+# ``test_create_topic_wait_exists(rk, topic, partitions, 3, 5000)`` (C) and
+# ``Test::create_topic_wait_exists(c, topic, partitions, 3, 5000)`` (C++): replication factor 3.
+_REPLICATION_FACTOR_3 = re.compile(
+    r"((?:test_|Test::)create_topic_wait_exists\([^;]*?, )3(, 5000\))")
 
 
 def patch_for_one_node(tests: Path) -> bool:
     """Give topics the tests create with replication factor 3 a factor of 1; True if a source
     changed (idempotent)."""
     changed = False
-    for source in sorted(tests.glob("0*.c")):
+    for source in sorted([*tests.glob("0*.c"), *tests.glob("0*.cpp")]):
         text = source.read_text(errors="replace")
         patched = _REPLICATION_FACTOR_3.sub(r"\g<1>1\2", text)
         if patched != text:
@@ -159,14 +185,19 @@ ALSO_NEEDS_GROUPS = {
     "0051": GROUPS,  # assign() without an offset reads the group's committed offset
     "0067": GROUPS,  # KafkaConsumer::assign() likewise
 }
-# Tests that shell out to Kafka's Java tools other than kafka-topics.sh (kafka-acls.sh ... via
-# KAFKA_PATH); kafka-topics.sh has a stand-in (compat/kafka_topics.py, see kafka_path()).
-NEEDS_KAFKA_CLI = re.compile(r"test_kafka_cmd\(")
+# Kafka's Java tools the tests shell out to (``test_kafka_cmd("kafka-xxx.sh ...")`` via
+# KAFKA_PATH, and ``test_kafka_topics``), and the stand-ins kafka_path() installs for them.
+KAFKA_TOOL_CALL = re.compile(r'test_kafka_cmd\(\s*"([\w.-]+)')
+STAND_INS = {"kafka-topics.sh": "compat.kafka_topics", "kafka-acls.sh": "compat.kafka_acls"}
+# Tests that run a Java program of their own (``test_run_java``) on every path.
+NEEDS_JAVA = {"0098": "drives Kafka's Java producer (TransactionProducerCli via test_run_java)"}
 
 
-def needs_kafka_cli(tests: Path, number: str) -> bool:
-    return any(NEEDS_KAFKA_CLI.search(source.read_text(errors="replace"))
-               for source in tests.glob(f"{number}-*.c*"))
+def needs_kafka_cli(tests: Path, number: str) -> list[str]:
+    """The Kafka tools a test number calls that have no stand-in (empty: it can run)."""
+    called = {match.group(1) for source in tests.glob(f"{number}-*.c*")
+              for match in KAFKA_TOOL_CALL.finditer(source.read_text(errors="replace"))}
+    return sorted(called - STAND_INS.keys())
 
 
 def required_apis(tests: Path, number: str) -> frozenset[int]:
@@ -187,10 +218,15 @@ def run(cache: Path, results: Path, *, only: list[str] | None = None, run_all: b
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     # librdkafka's default test scenario (tests/scenarios/default.json) is a cluster whose
-    # auto-created topics get 4 partitions; most tests produce to partitions 0..3.
+    # auto-created topics get 4 partitions; most tests produce to partitions 0..3. Its tests
+    # 0109, 0115 and 0119 deny themselves topics with kafka-acls.sh: ACLs are enforced.
     broker = SamsaBroker(results / "logs" / "librdkafka-broker.log",
-                         {"num.partitions": "4"}).start()
-    (tests / "test.conf").write_text(f"bootstrap.servers={broker.bootstrap}\n")
+                         {"num.partitions": "4", **AUTHORIZER}).start()
+    # This run's own test.conf (RDKAFKA_TEST_CONF), not tests/test.conf, which another run of
+    # the suite at the same time would point at its broker.
+    conf_dir = Path(tempfile.mkdtemp(prefix="samsa-rdkafka-conf-"))
+    test_conf = conf_dir / "test.conf"
+    test_conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
     kafka_home = kafka_path(cache)
     advertised = broker.api_versions()
     started = time.monotonic()
@@ -200,10 +236,11 @@ def run(cache: Path, results: Path, *, only: list[str] | None = None, run_all: b
     runnable = []
     for number in selected:
         missing = sorted(required_apis(tests, number) - advertised.keys())
-        if needs_kafka_cli(tests, number):
-            outcomes += [Outcome(name, "skipped", 0.0, "samsa compat: runs Kafka's Java CLI "
-                                 "tools (kafka-acls.sh ...), which this harness does not install")
-                         for name in numbers[number]]
+        tools = needs_kafka_cli(tests, number)
+        if tools or number in NEEDS_JAVA:
+            reason = NEEDS_JAVA.get(number) or f"runs Kafka's {', '.join(tools)}"
+            outcomes += [Outcome(name, "skipped", 0.0, f"samsa compat: {reason}, which this "
+                                 "harness does not install") for name in numbers[number]]
         elif missing and not run_all:
             reason = "needs " + ", ".join(API_NAMES.get(key, str(key)) for key in missing)
             outcomes += [Outcome(name, "skipped", 0.0, f"samsa compat: {reason}")
@@ -214,29 +251,33 @@ def run(cache: Path, results: Path, *, only: list[str] | None = None, run_all: b
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for found in pool.map(lambda number: _run_number(
-                    tests, number, numbers[number], logs, broker, deadline, kafka_home), runnable):
+                    tests, number, numbers[number], logs, broker, deadline, kafka_home,
+                    test_conf), runnable):
                 outcomes += found
     finally:
         exit_code = broker.stop()
+        shutil.rmtree(conf_dir, ignore_errors=True)
     notes = [f"broker exited {exit_code}",
              "advertised APIs: " + ", ".join(str(key) for key in sorted(advertised))]
     return SuiteResult("librdkafka", "2.12.0", time.monotonic() - started, outcomes, notes)
 
 
 def kafka_path(cache: Path) -> Path:
-    """A ``KAFKA_PATH`` whose ``bin/kafka-topics.sh`` is the stand-in in compat/kafka_topics.py."""
-    home = cache / "kafka-path"
-    script = home / "bin" / "kafka-topics.sh"
-    script.parent.mkdir(parents=True, exist_ok=True)
+    """A ``KAFKA_PATH`` whose ``bin/`` holds the stand-ins (``STAND_INS``: kafka-topics.sh is
+    compat/kafka_topics.py, kafka-acls.sh compat/kafka_acls.py)."""
+    home = (cache / "kafka-path").resolve()  # absolute: the tests run in tests/
+    (home / "bin").mkdir(parents=True, exist_ok=True)
     root = Path(__file__).resolve().parents[1]
-    script.write_text(f"#!/bin/sh\ncd {shlex.quote(str(root))} && "
-                      f"exec {shlex.quote(sys.executable)} -m compat.kafka_topics \"$@\"\n")
-    script.chmod(0o755)
+    for tool, module in STAND_INS.items():
+        script = home / "bin" / tool
+        script.write_text(f"#!/bin/sh\ncd {shlex.quote(str(root))} && "
+                          f"exec {shlex.quote(sys.executable)} -m {module} \"$@\"\n")
+        script.chmod(0o755)
     return home
 
 
 def _run_number(tests: Path, number: str, names: list[str], logs: Path, broker: SamsaBroker,
-                deadline: float, kafka_home: Path) -> list[Outcome]:
+                deadline: float, kafka_home: Path, test_conf: Path) -> list[Outcome]:
     if time.monotonic() > deadline:
         return [Outcome(name, "skipped", 0.0, "samsa compat: suite time budget used up")
                 for name in names]
@@ -244,7 +285,7 @@ def _run_number(tests: Path, number: str, names: list[str], logs: Path, broker: 
         return [Outcome(name, "failed", 0.0, "Samsa broker is no longer running",
                         "unexplained: possible Samsa bug") for name in names]
     environment = {**os.environ, "TESTS": number, "TEST_KAFKA_VERSION": TEST_KAFKA_VERSION,
-                   "RDKAFKA_TEST_CONF": "test.conf", "RDKAFKA_GITVER": "node-rdkafka",
+                   "RDKAFKA_TEST_CONF": str(test_conf), "RDKAFKA_GITVER": "node-rdkafka",
                    "LD_LIBRARY_PATH": "../src:../src-cpp", "KAFKA_PATH": str(kafka_home),
                    "BROKERS": broker.bootstrap}
     log_path = logs / f"{number}.log"
@@ -254,16 +295,21 @@ def _run_number(tests: Path, number: str, names: list[str], logs: Path, broker: 
         process = subprocess.Popen(["./test-runner", *RUNNER_FLAGS], cwd=tests, env=environment,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            code = process.wait(PER_TEST_TIMEOUT_SECONDS)
+            code = process.wait(_timeout(number))
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             code, timed_out = process.wait(), True
     output = ANSI.sub("", log_path.read_text(errors="replace"))
-    return _outcomes(names, output, code, timed_out, time.monotonic() - started)
+    return _outcomes(names, output, code, timed_out, time.monotonic() - started,
+                     _timeout(number))
+
+
+def _timeout(number: str) -> int:
+    return LONGER_TIMEOUT_SECONDS.get(number, PER_TEST_TIMEOUT_SECONDS)
 
 
 def _outcomes(names: list[str], output: str, code: int, timed_out: bool,
-              seconds: float) -> list[Outcome]:
+              seconds: float, timeout: int = PER_TEST_TIMEOUT_SECONDS) -> list[Outcome]:
     found: dict[str, Outcome] = {}
     for line in output.splitlines():
         match = SUMMARY_LINE.match(line.strip())
@@ -275,7 +321,7 @@ def _outcomes(names: list[str], output: str, code: int, timed_out: bool,
         line for line in output.splitlines()[-6:] if line.strip())[:500]
     for name in names:
         if name not in found:
-            why = (f"timed out after {PER_TEST_TIMEOUT_SECONDS}s" if timed_out
+            why = (f"timed out after {timeout}s" if timed_out
                    else f"test-runner exited {code} without a summary")
             found[name] = Outcome(name, "failed", seconds, f"{why}: {tail}")
     for outcome in found.values():

@@ -4,7 +4,8 @@ Started exactly as ``tests/integration/conftest.py`` does (``python -m tools.cli
 reading the ``Samsa broker started on HOST:PORT`` line from stdout; the broker's log (stderr)
 goes to a file next to the suite's results. ``api_versions()`` asks the running broker which
 APIs it serves (ApiVersions v0, request header v1), so a suite can skip the tests that need an
-API Samsa does not have yet and pick them up by itself once it does.
+API Samsa does not have yet and pick them up by itself once it does. ``AUTHORIZER``: the
+settings of a Kafka test cluster's authorizer, for the suites that test ACLs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 STARTED = "Samsa broker started on "
 STOP_TIMEOUT_SECONDS = 30
 API_VERSIONS_KEY = 18
+# A Kafka test cluster's authorizer settings, which the suites' brokers start with: ACLs are
+# enforced, and a resource with no ACL is open to everyone.
+AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+              "allow.everyone.if.no.acl.found": "true"}
 
 
 @dataclass

@@ -25,12 +25,34 @@ from samsa.types import (
 )
 
 if TYPE_CHECKING:
+    from samsa.acl import (
+        AccessControlEntry,
+        AccessControlEntryFilter,
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
     from samsa.admin import AdminClient, AsyncAdminClient, ConfigResource, NewTopic
     from samsa.consumer import AsyncConsumer, Consumer, ConsumerRebalanceListener
     from samsa.producer import AsyncProducer, Producer
 
 # Client classes imported on first use, so that ``import samsa.types`` (the CLI) stays light.
 _LAZY = {
+    "AccessControlEntry": "samsa.acl",
+    "AccessControlEntryFilter": "samsa.acl",
+    "AclBinding": "samsa.acl",
+    "AclBindingFilter": "samsa.acl",
+    "AclOperation": "samsa.acl",
+    "AclPermissionType": "samsa.acl",
+    "PatternType": "samsa.acl",
+    "ResourcePattern": "samsa.acl",
+    "ResourcePatternFilter": "samsa.acl",
+    "ResourceType": "samsa.acl",
     "AdminClient": "samsa.admin",
     "AsyncAdminClient": "samsa.admin",
     "ConfigResource": "samsa.admin",
@@ -51,6 +73,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AccessControlEntry",
+    "AccessControlEntryFilter",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
     "AdminClient",
     "AsyncAdminClient",
     "AsyncConsumer",
@@ -67,8 +95,12 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "PartitionInfo",
+    "PatternType",
     "Producer",
     "RecordMetadata",
+    "ResourcePattern",
+    "ResourcePatternFilter",
+    "ResourceType",
     "TopicInfo",
     "TopicPartition",
 ]

@@ -1,4 +1,4 @@
-"""Samsa's admin client: topics, partitions, configs, groups, offsets, records, the cluster.
+"""Samsa's admin client: topics, partitions, configs, groups, offsets, records, the cluster, ACLs.
 
     from samsa.admin import AdminClient, NewTopic, ConfigResource
 
@@ -20,7 +20,8 @@ up to ``default.api.timeout.ms``; when no broker answers at all, a call fails at
 ``NoBrokersAvailableError`` naming the addresses tried.
 
 Routing follows Kafka's admin client (see ``samsa._admin_topics``, ``samsa._admin_groups``,
-``samsa._admin_records``).
+``samsa._admin_records``, ``samsa._admin_acls``). ACLs use the model of ``samsa.acl``
+(``AclBinding``, ``AclBindingFilter``, ...), re-exported here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
+from samsa._admin_acls import AclAdmin
 from samsa._admin_groups import GroupAdmin
 from samsa._admin_records import RecordsAdmin
 from samsa._admin_topics import TopicAdmin
@@ -43,10 +45,28 @@ from samsa._admin_types import (
     TopicDescription,
 )
 from samsa._loop import LoopThread
+from samsa.acl import (
+    AccessControlEntry,
+    AccessControlEntryFilter,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
 from samsa.config import parse_config
 from samsa.types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
+    "AccessControlEntry",
+    "AccessControlEntryFilter",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
     "AdminClient",
     "AsyncAdminClient",
     "ClusterDescription",
@@ -56,13 +76,17 @@ __all__ = [
     "GroupListing",
     "MemberDescription",
     "NewTopic",
+    "PatternType",
+    "ResourcePattern",
+    "ResourcePatternFilter",
+    "ResourceType",
     "TopicDescription",
 ]
 
 T = TypeVar("T")
 
 
-class AsyncAdminClient(TopicAdmin, GroupAdmin, RecordsAdmin):
+class AsyncAdminClient(TopicAdmin, GroupAdmin, RecordsAdmin, AclAdmin):
     """The admin API as coroutines (the methods are documented on ``AdminClient``)."""
 
     async def __aenter__(self) -> AsyncAdminClient:
@@ -181,6 +205,22 @@ class AdminClient:
     def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Delete records below ``before[tp]`` (-1: all); the new low watermarks."""
         return self._run(self._core.delete_records(before))
+
+    # --- ACLs --------------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Create the ACLs ``bindings`` (one that exists already is left as it is)."""
+        self._run(self._core.create_acls(bindings))
+
+    def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter.ANY
+                      ) -> list[AclBinding]:
+        """The ACLs ``acl_filter`` matches (all of them by default)."""
+        return self._run(self._core.describe_acls(acl_filter))
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]
+                    ) -> dict[AclBindingFilter, list[AclBinding]]:
+        """Delete the ACLs each filter matches; what each filter deleted."""
+        return self._run(self._core.delete_acls(filters))
 
     # --- life cycle --------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from tools import (
+    acls_commands,
     broker_commands,
     cluster_commands,
     configs_commands,
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_commands.register(groups)
     consume_commands.register(groups)
     produce_commands.register(groups)
+    acls_commands.register(groups)
     return parser
 
 

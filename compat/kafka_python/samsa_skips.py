@@ -1,7 +1,7 @@
 """A pytest plugin (``-p samsa_skips``) that skips kafka-python's tests Samsa cannot serve.
 
 These need a broker feature, not an API a single node could answer: TLS or SASL listeners,
-an ACL authorizer, a KRaft controller quorum, or partition reassignment across brokers.
+a KRaft controller quorum, or partition reassignment across brokers.
 Skipping them (rather than deselecting) keeps them in the counts with the reason.
 """
 
@@ -12,7 +12,6 @@ SKIPPED_FILES = {
     "test_sasl_integration.py": "SASL: Samsa has no authentication",
 }
 SKIPPED_TESTS = {
-    "test_create_describe_delete_acls": "ACLs: Samsa has no authorizer",
     "test_describe_metadata_quorum": "DescribeQuorum: Samsa runs no KRaft controller quorum",
     "test_alter_partition_reassignments": "partition reassignment needs several brokers",
     "test_list_partition_reassignments": "partition reassignment needs several brokers",
