@@ -62,10 +62,13 @@ class SegmentReport:
     next_offset: int | None = None
 
 
-def dump_log_file(path: Path, *, records: bool = False) -> SegmentReport:
-    """Every batch of a ``.log`` file; stops at the first batch whose framing is unreadable."""
+def dump_log_file(path: Path, *, records: bool = False,
+                  base_offset: int | None = None) -> SegmentReport:
+    """Every batch of a ``.log`` file (or a file of the same layout whose first offset is
+    ``base_offset``, e.g. a metadata snapshot); stops at the first batch whose framing is
+    unreadable."""
     report = SegmentReport(path)
-    base_offset = parse_base_offset(path.name)
+    base_offset = parse_base_offset(path.name) if base_offset is None else base_offset
     size = path.stat().st_size
     if size == 0:
         report.next_offset = base_offset

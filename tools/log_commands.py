@@ -4,19 +4,24 @@
 count: 10 ...``), with ``--records`` one ``| offset: ...`` line per record; ``.index`` and
 ``.timeindex`` files print their entries. Records of a ``__consumer_offsets-N`` segment (or any
 with ``--offsets-decoder``) print their key and value decoded, as kafka-dump-log's
-``--offsets-decoder``: ``key: {"type":1,"data":{"group":...}} payload: {"version":3,...}``. ``verify`` checks every segment and index under DIR (a
+``--offsets-decoder``: ``key: {"type":1,"data":{"group":...}} payload: {"version":3,...}``.
+Records of ``__cluster_metadata-0`` segments and of its ``.checkpoint`` snapshot files (or any
+with ``--cluster-metadata-decoder``) print the KRaft record they frame, as kafka-dump-log's
+``--cluster-metadata-decoder``: ``payload: {"type":"TopicRecord","version":0,"data":{...}}``
+(field names are Samsa's snake_case ones). ``verify`` checks every segment and index under DIR (a
 partition directory or a whole log dir) and exits 1 naming each bad file and offset.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import struct
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from protocol.records import BatchHeader, Record
 from storage.inspect import (
@@ -30,6 +35,8 @@ from storage.inspect import (
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _OFFSETS_DIRECTORY = re.compile(r"__consumer_offsets-\d+")
+_METADATA_DIRECTORY = "__cluster_metadata-0"
+_SNAPSHOT_SUFFIX = ".checkpoint"
 
 
 def register(groups: Any) -> None:
@@ -41,6 +48,9 @@ def register(groups: Any) -> None:
     dump.add_argument("--json", action="store_true", help="JSON lines for programs")
     dump.add_argument("--offsets-decoder", action="store_true",
                       help="decode __consumer_offsets records (automatic in its partition dirs)")
+    dump.add_argument("--cluster-metadata-decoder", action="store_true",
+                      help="decode KRaft metadata records (automatic in __cluster_metadata-0 and "
+                           "for .checkpoint snapshots)")
     dump.set_defaults(handler=run_dump)
     verify = commands.add_parser("verify", help="check every segment and index under DIR")
     verify.add_argument("directory", type=Path, metavar="DIR")
@@ -60,10 +70,14 @@ def run_dump(args: argparse.Namespace) -> int:
         if path.name.endswith(".index") or path.name.endswith(".timeindex"):
             _dump_index(path, args.json)
             continue
-        report = dump_log_file(path, records=args.records)
-        offsets = args.offsets_decoder or bool(_OFFSETS_DIRECTORY.fullmatch(path.resolve().parent.name))
+        snapshot = path.name.endswith(_SNAPSHOT_SUFFIX)
+        # a snapshot's batches are numbered from 0, whatever its name says
+        report = dump_log_file(path, records=args.records, base_offset=0 if snapshot else None)
+        directory = path.resolve().parent.name
+        offsets = args.offsets_decoder or bool(_OFFSETS_DIRECTORY.fullmatch(directory))
+        metadata = args.cluster_metadata_decoder or snapshot or directory == _METADATA_DIRECTORY
         for info in report.batches:
-            _print_batch(path, info, args.json, offsets=offsets)
+            _print_batch(path, info, args.json, offsets=offsets, metadata=metadata)
         for problem in report.problems:
             print(f"samsa: error: {problem}", file=sys.stderr)
             status = 1
@@ -149,23 +163,49 @@ def offsets_record_fields(record: Record) -> dict[str, Any]:
             "payload": None if payload is None else json.dumps(payload)}
 
 
+def metadata_record_fields(record: Record) -> dict[str, Any]:
+    """The KRaft record framed in a metadata log record's value (raw text if unreadable)."""
+    from replication.metadata.records import MetadataRecordError, decode_metadata_record
+
+    if record.value is None:
+        return {}
+    try:
+        message, version = decode_metadata_record(record.value)
+    except MetadataRecordError as error:
+        return {"payload": f"<undecodable: {error}>"}
+    data = {name: value for name, value in dataclasses.asdict(cast(Any, message)).items()
+            if name != "unknown_tagged_fields"}
+    return {"payload": json.dumps({"type": type(message).__name__, "version": version,
+                                   "data": data}, default=_json_value)}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    return str(value)  # UUIDs
+
+
 def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", errors="backslashreplace")
 
 
-def _print_batch(path: Path, info: BatchInfo, as_json: bool, *, offsets: bool = False) -> None:
+def _print_batch(path: Path, info: BatchInfo, as_json: bool, *, offsets: bool = False,
+                 metadata: bool = False) -> None:
     fields = batch_fields(info)
     records = [record_fields(r, info.header) for r in info.records or ()]
     if offsets:
         for shown, record in zip(records, info.records or (), strict=True):
             shown.update(offsets_record_fields(record))
+    elif metadata and not info.header.is_control:
+        for shown, framed in zip(records, info.records or (), strict=True):
+            shown.update(metadata_record_fields(framed))
     if as_json:
         print(json.dumps({"file": str(path), **fields, **({"records": records} if records else {})}))
         return
     print(" ".join(f"{name}: {_show(value)}" for name, value in fields.items()))
-    for record in records:
-        record.pop("headers")
-        print("| " + " ".join(f"{name}: {_show(value)}" for name, value in record.items()))
+    for row in records:
+        row.pop("headers")
+        print("| " + " ".join(f"{name}: {_show(value)}" for name, value in row.items()))
 
 
 def _show(value: Any) -> str:

@@ -103,3 +103,27 @@ def test_missing_path_is_a_one_line_error(tmp_path: Path) -> None:
 def test_usage_error_exits_2() -> None:
     assert samsa("log", "frobnicate").returncode == 2
     assert os.path.exists(SAMSA)
+
+
+def test_dump_decodes_a_metadata_snapshot(tmp_path: Path) -> None:
+    # a .checkpoint file as the broker writes it: header, a TopicRecord, footer
+    import uuid
+
+    from protocol.messages.metadata.topic_record import TopicRecord
+    from replication.metadata.records import encode_metadata_record
+    from replication.metadata.snapshot import SnapshotId, encode_snapshot, write_snapshot
+
+    topic_id = uuid.UUID(int=42)
+    snapshot_id = SnapshotId(end_offset=17, epoch=3)
+    batches = encode_snapshot([encode_metadata_record(TopicRecord(name="orders", topic_id=topic_id))],
+                              snapshot_id, timestamp_ms=1_700_000_000_000,
+                              last_contained_log_timestamp=1_700_000_000_000)
+    path = write_snapshot(tmp_path, snapshot_id, batches)
+    result = samsa("log", "dump", "--records", "--json", str(path))
+    assert result.returncode == 0, result.stderr
+    batches_shown = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [b["isControl"] for b in batches_shown] == [True, False, True]
+    assert [b["baseOffset"] for b in batches_shown] == [0, 1, 2]
+    payload = json.loads(batches_shown[1]["records"][0]["payload"])
+    assert payload["type"] == "TopicRecord"
+    assert payload["data"] == {"name": "orders", "topic_id": str(topic_id)}
