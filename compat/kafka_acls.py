@@ -3,7 +3,7 @@
 librdkafka's tests 0109, 0115 and 0119 call ``$KAFKA_PATH/bin/kafka-acls.sh --bootstrap-server B
 --add --deny-principal 'User:*' --operation All --deny-host '*' --topic T`` (and ``--remove
 --force ...``) to deny themselves a topic. This harness does not install Kafka's Java tools, so
-``librdkafka_suite.kafka_path()`` installs a ``bin/kafka-acls.sh`` that runs this module, which
+``compat.kafka_home`` installs a ``bin/kafka-acls.sh`` that runs this module, which
 takes kafka-acls.sh's options (``tools.acls_commands.add_acl_options``) and runs them through
 the same code as ``samsa acls``. Exit 0 on success, 1 on error (``Error while executing ACL
 command: ...``, as the original prints), 2 for bad options.

@@ -1,11 +1,19 @@
 """kafka-python's own integration tests (``test/integration`` of its sdist) against Samsa.
 
 The sdist is fetched with pip into ``.cache/compat/`` and unpacked once. It lacks
-``test/__init__.py`` and ``test/service.py``; small stand-ins from ``compat/kafka_python/``
-are copied in. The suite runs in Samsa's ``.venv`` (which pins the same kafka-python) with
-``KAFKA_URI`` pointing at the broker, so its fixtures wrap the running broker instead of
-spawning a JVM, and ``KAFKA_VERSION`` set to the version kafka-python infers from Samsa's
-ApiVersions. Outcomes come from pytest's JUnit XML; each failure gets a category.
+``test/__init__.py``, ``test/service.py`` and the broker templates of ``servers/resources/``;
+stand-ins from ``compat/kafka_python/`` are copied in. The suite runs in Samsa's ``.venv``
+(which pins the same kafka-python), with ``KAFKA_VERSION`` set to the version kafka-python infers
+from Samsa's ApiVersions, in two pytest invocations:
+
+- everything but ``test_sasl_integration.py``, with ``KAFKA_URI`` pointing at one Samsa broker
+  (``_fixture_settings``), so its fixtures wrap that broker instead of spawning a JVM;
+- ``test_sasl_integration.py`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), which skips itself when
+  ``KAFKA_URI`` is set: without it, its ``KafkaFixture`` starts a broker per test with a
+  SASL_PLAINTEXT listener, through the stand-ins (``compat/kafka_python/service.py`` starts a
+  Samsa broker; ``$KAFKA_ROOT/bin`` holds compat's kafka-storage.sh and kafka-topics.sh).
+
+Outcomes come from pytest's JUnit XML files; each failure gets a category.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+from compat.kafka_home import kafka_home
 from compat.results import Outcome, SuiteResult
 from compat.samsa_broker import AUTHORIZER, ROOT, SamsaBroker
 
@@ -30,6 +39,8 @@ HERE = Path(__file__).resolve().parent
 PER_TEST_TIMEOUT_SECONDS = 120
 SUITE_TIMEOUT_SECONDS = 20 * 60
 MISSING_API = re.compile(r"does not support the '(\w+?)(?:Request)?' Kafka protocol")
+SASL_MODULE = "test/integration/test_sasl_integration.py"
+TEMPLATES = ("kafka.properties", "kafka_server_jaas.conf", "sasl_command.conf")
 GROUP_SYMPTOMS = ("stable group", "FindCoordinator", "GroupCoordinator", "CoordinatorNotAvailable")
 
 
@@ -46,21 +57,35 @@ def prepare(cache: Path) -> Path:
             tar.extractall(cache, filter="data")
     shutil.copyfile(HERE / "kafka_python" / "service.py", source / "test" / "service.py")
     shutil.copyfile(HERE / "kafka_python" / "package_init.py", source / "test" / "__init__.py")
+    resources = source / "servers" / "resources" / "default"  # Fixture.test_resource() looks here
+    resources.mkdir(parents=True, exist_ok=True)
+    for template in TEMPLATES:
+        shutil.copyfile(HERE / "kafka_python" / "resources" / template, resources / template)
     return source
 
 
 def run(cache: Path, results: Path) -> SuiteResult:
     source = prepare(cache)
-    junit = results / "kafka-python.junit.xml"
-    junit.unlink(missing_ok=True)
-    broker = SamsaBroker(results / "logs" / "kafka-python-broker.log", _fixture_settings()).start()
+    home = kafka_home(cache)
+    logs = results / "logs"
+    junit, sasl_junit = results / "kafka-python.junit.xml", results / "kafka-python-sasl.junit.xml"
+    broker = SamsaBroker(logs / "kafka-python-broker.log", _fixture_settings()).start()
     started = time.monotonic()
     try:
-        completed = _pytest(source, broker, junit, results / "logs" / "kafka-python-pytest.log")
+        completed = _pytest(source, ["test/integration", f"--ignore={SASL_MODULE}"], junit,
+                            logs / "kafka-python-pytest.log",
+                            {"KAFKA_URI": f"PLAINTEXT://{broker.bootstrap}",
+                             "KAFKA_ROOT": str(home)})
     finally:
         exit_code = broker.stop()
-    outcomes = [_categorise(outcome) for outcome in _read_junit(junit)]
-    notes = [f"pytest exited {completed}", f"broker exited {exit_code}"]
+    sasl_log = logs / "kafka-python-sasl-brokers.log"
+    sasl_log.unlink(missing_ok=True)
+    sasl_completed = _pytest(source, [SASL_MODULE], sasl_junit,
+                             logs / "kafka-python-sasl-pytest.log",
+                             {"KAFKA_ROOT": str(home), "SAMSA_COMPAT_BROKER_LOG": str(sasl_log)})
+    outcomes = [_categorise(outcome) for outcome in _read_junit(junit) + _read_junit(sasl_junit)]
+    notes = [f"pytest exited {completed}", f"broker exited {exit_code}",
+             f"SASL pytest ({SASL_MODULE}, a Samsa broker per test) exited {sasl_completed}"]
     return SuiteResult("kafka-python", VERSION, time.monotonic() - started, outcomes, notes)
 
 
@@ -85,17 +110,19 @@ def _fixture_settings() -> dict[str, str]:
             **AUTHORIZER}
 
 
-def _pytest(source: Path, broker: SamsaBroker, junit: Path, log_path: Path) -> int:
-    kafka_root = source / ".no-kafka-install"  # the fixtures insist that KAFKA_ROOT exists
-    kafka_root.mkdir(exist_ok=True)
-    environment = {
-        **os.environ,
-        "KAFKA_URI": f"PLAINTEXT://{broker.bootstrap}",
+def _pytest(source: Path, selection: list[str], junit: Path, log_path: Path,
+            settings: dict[str, str]) -> int:
+    """Run pytest on ``selection`` in the sdist with ``settings`` added to the environment
+    (``KAFKA_URI`` only where the fixtures should wrap a running broker)."""
+    junit.unlink(missing_ok=True)
+    environment = {key: value for key, value in os.environ.items() if key != "KAFKA_URI"}
+    environment.update({
         "KAFKA_VERSION": KAFKA_VERSION,
-        "KAFKA_ROOT": str(kafka_root),
-        "PYTHONPATH": str(HERE / "kafka_python"),  # for -p samsa_skips
-    }
-    command = [str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "test/integration",
+        # -p samsa_skips; and compat itself, which test/service.py imports
+        "PYTHONPATH": os.pathsep.join([str(HERE / "kafka_python"), str(ROOT)]),
+        **settings,
+    })
+    command = [str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", *selection,
                "-p", "no:cacheprovider", "-p", "samsa_skips", "-q", "-rN", "--tb=short",
                f"--timeout={PER_TEST_TIMEOUT_SECONDS}", "-o", "log_level=WARNING",
                f"--junitxml={junit}"]

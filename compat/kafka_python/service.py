@@ -1,15 +1,42 @@
 """Stand-in for kafka-python's ``test/service.py``, which its sdist leaves out.
 
-``make compat`` copies this file to ``test/service.py`` inside the unpacked
-kafka-python sdist. The suite then runs with ``KAFKA_URI`` set, so its
-``KafkaFixture`` wraps the already-running Samsa broker in an
-``ExternalService`` and never spawns a process: ``SpawnedService`` exists only
-so ``test.integration.fixtures`` imports, and refuses to start.
+``make compat`` copies this file to ``test/service.py`` inside the unpacked kafka-python sdist.
+Its ``KafkaFixture`` uses it two ways:
+
+- With ``KAFKA_URI`` set (the main run), the fixture wraps the already-running Samsa broker in
+  an ``ExternalService``: nothing to start or stop.
+- Without it (``test_sasl_integration.py``, run on its own), the fixture renders
+  ``kafka.properties`` and ``kafka_server_jaas.conf`` from the templates compat copies into
+  ``servers/resources/default/``, runs ``$KAFKA_ROOT/bin/kafka-storage.sh format`` (compat's
+  stand-in records its ``--add-scram`` credentials next to the properties file) and then
+  ``SpawnedService([".../kafka-run-class.sh", "kafka.Kafka", PROPERTIES], env)``. In place of
+  the JVM, ``SpawnedService.start`` starts a Samsa broker with those properties, passing the
+  ``KafkaServer`` entry of the JAAS file named by ``-Djava.security.auth.login.config`` in
+  ``KAFKA_OPTS`` as ``sasl.jaas.config`` (PLAIN users are its ``user_<name>`` options), then
+  creates the recorded SCRAM users with AlterUserScramCredentials through the template's
+  PLAINTEXT listener ``INTERNAL``. ``wait_for(pattern)`` — the fixture waits for the JVM's
+  "Kafka Server started" and "Replayed UserScramCredentialRecord" lines — answers whether all of
+  that succeeded; on False the fixture stops it and retries on another port, as it would a JVM.
+
+The broker's log is appended to ``$SAMSA_COMPAT_BROKER_LOG`` (set by compat, kept with the
+results) or else ``$LOG_DIR/samsa-broker.log``; ``dump_logs()`` logs its tail.
 """
 
+import json
 import logging
+import os
+import re
+from pathlib import Path
+
+from compat.kafka_storage import SCRAM_FILE
+from compat.samsa_broker import SamsaBroker, ScramUser, create_scram_users
 
 log = logging.getLogger(__name__)
+
+JAAS_OPTION = re.compile(r"-Djava\.security\.auth\.login\.config=(\S+)")
+KAFKA_SERVER_ENTRY = re.compile(r"\bKafkaServer\s*\{(.*?)\}\s*;", re.DOTALL)
+SETUP_LISTENER = "INTERNAL"
+LOG_TAIL_LINES = 40
 
 
 class ExternalService:
@@ -34,22 +61,73 @@ class ExternalService:
 
 
 class SpawnedService:
-    """Would run a Kafka or ZooKeeper JVM; Samsa's compat run never does."""
+    """A Samsa broker where kafka-python would run a Kafka JVM (see the module docstring)."""
 
     def __init__(self, args=None, env=None):
-        self.args = args
-        self.env = env
+        self.args = list(args or [])
+        self.env = dict(env or os.environ)
+        self.broker = None
+        self.ready = False
 
     def start(self):
-        raise RuntimeError(
-            "compat: the suite tried to spawn a JVM broker; run it with KAFKA_URI "
-            "pointing at the Samsa broker (compat/run.py does)")
+        if "kafka.Kafka" not in self.args:
+            raise RuntimeError(f"compat: no stand-in for {self.args[:2]} (only kafka.Kafka)")
+        properties_path = Path(self.args[-1])
+        log_path = Path(self.env.get("SAMSA_COMPAT_BROKER_LOG")
+                        or Path(self.env["LOG_DIR"]) / "samsa-broker.log")
+        try:
+            self.broker = SamsaBroker(log_path, self._settings(properties_path)).start()
+            create_scram_users(self.broker.address(SETUP_LISTENER), _scram_users(properties_path))
+            self.ready = True
+        except Exception:
+            log.exception("compat: the Samsa broker for %s did not come up", properties_path)
+
+    def _settings(self, properties_path):
+        settings = _read_properties(properties_path)
+        jaas = _jaas_entry(self.env.get("KAFKA_OPTS", ""))
+        if jaas:
+            settings["sasl.jaas.config"] = jaas
+        return settings
 
     def stop(self):
-        pass
+        if self.broker is not None:
+            self.broker.stop()
+            self.broker = None
+        self.ready = False
 
     def wait_for(self, pattern, timeout=30):
-        return False
+        return self.ready
 
     def dump_logs(self):
-        pass
+        if self.broker is None or not self.broker.log_path.exists():
+            return
+        lines = self.broker.log_path.read_text(errors="replace").splitlines()
+        log.info("Samsa broker log (last %d lines):\n%s", LOG_TAIL_LINES,
+                 "\n".join(lines[-LOG_TAIL_LINES:]))
+
+
+def _read_properties(path):
+    settings = {}
+    for line in path.read_text().splitlines():
+        text = line.strip()
+        if text and not text.startswith(("#", "!")):
+            key, _, value = text.partition("=")
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def _jaas_entry(kafka_opts):
+    """The login module(s) of the ``KafkaServer`` section of the JVM's JAAS file, or ''."""
+    option = JAAS_OPTION.search(kafka_opts)
+    if option is None:
+        return ""
+    entry = KAFKA_SERVER_ENTRY.search(Path(option.group(1)).read_text())
+    return entry.group(1).strip() if entry else ""
+
+
+def _scram_users(properties_path):
+    recorded = properties_path.parent / SCRAM_FILE
+    if not recorded.exists():
+        return []
+    return [ScramUser(item["mechanism"], item["name"], item["password"], item["iterations"])
+            for item in json.loads(recorded.read_text())]

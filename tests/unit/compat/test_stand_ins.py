@@ -1,0 +1,163 @@
+"""compat's stand-ins for Kafka's tools and for kafka-python's broker fixture: pure (no socket).
+
+kafka-storage.sh's ``--add-scram`` parsing and what it records, kafka-topics.sh's
+``--command-config``, ``SamsaBroker.address`` reading a listener from the broker log, and the
+kafka-python broker templates rendered as its ``KafkaFixture`` renders them, then read by
+Samsa's own config code and by the stand-in ``SpawnedService``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import string
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.config import BrokerConfig, parse_properties
+from compat import kafka_storage
+from compat.kafka_topics import build_parser as kafka_topics_parser
+from compat.samsa_broker import SamsaBroker
+from tools.client_options import client_config
+
+RESOURCES = Path(__file__).resolve().parents[3] / "compat" / "kafka_python" / "resources"
+SERVICE = RESOURCES.parent / "service.py"
+
+
+def test_add_scram_entries_as_kafka_storage_takes_them() -> None:
+    assert kafka_storage.parse_scram("SCRAM-SHA-512=[name=alice,password=alice-secret]") == {
+        "mechanism": "SCRAM-SHA-512", "name": "alice", "password": "alice-secret",
+        "iterations": 4096}
+    assert kafka_storage.parse_scram(
+        'SCRAM-SHA-256=[name="bob",iterations=8192,password="a=b"]') == {
+        "mechanism": "SCRAM-SHA-256", "name": "bob", "password": "a=b", "iterations": 8192}
+
+
+@pytest.mark.parametrize("entry", ["PLAIN=[name=a,password=b]", "SCRAM-SHA-512=[name=a]",
+                                   "SCRAM-SHA-512=[password=b]", "SCRAM-SHA-512=name=a",
+                                   "SCRAM-SHA-512=[name=,password=b]"])
+def test_bad_add_scram_entries_are_refused(entry: str) -> None:
+    with pytest.raises(ValueError):
+        kafka_storage.parse_scram(entry)
+
+
+WORD = st.text(string.ascii_letters + string.digits + "-_.@!$", min_size=1, max_size=20)
+
+
+@given(mechanism=st.sampled_from(kafka_storage.SCRAM_MECHANISMS), name=WORD, password=WORD,
+       iterations=st.integers(4096, 16384), quoted=st.booleans())
+def test_any_add_scram_entry_round_trips(mechanism: str, name: str, password: str,
+                                         iterations: int, quoted: bool) -> None:
+    quote = '"' if quoted else ""
+    entry = (f"{mechanism}=[name={quote}{name}{quote},iterations={iterations},"
+             f"password={quote}{password}{quote}]")
+    assert kafka_storage.parse_scram(entry) == {
+        "mechanism": mechanism, "name": name, "password": password, "iterations": iterations}
+
+
+def test_format_records_the_credentials_next_to_the_config(tmp_path: Path) -> None:
+    config = tmp_path / "kafka.properties"
+    config.write_text("node.id=0\n")
+    code = kafka_storage.main(["format", "--standalone", "-t", "abc", "-c", str(config),
+                               "--add-scram", "SCRAM-SHA-512=[name=alice,password=pw]"])
+    assert code == 0
+    assert json.loads((tmp_path / kafka_storage.SCRAM_FILE).read_text()) == [
+        {"mechanism": "SCRAM-SHA-512", "name": "alice", "password": "pw", "iterations": 4096}]
+    assert kafka_storage.main(["format", "-t", "abc", "-c", str(config)]) == 0
+    assert json.loads((tmp_path / kafka_storage.SCRAM_FILE).read_text()) == []
+
+
+def test_format_fails_like_kafka_storage(tmp_path: Path) -> None:
+    missing = tmp_path / "absent.properties"
+    assert kafka_storage.main(["format", "-t", "abc", "-c", str(missing)]) == 1
+    (tmp_path / "kafka.properties").write_text("")
+    assert kafka_storage.main(["format", "-t", "abc", "-c", str(tmp_path / "kafka.properties"),
+                               "--add-scram", "SCRAM-SHA-1=[name=a,password=b]"]) == 1
+    assert not (tmp_path / kafka_storage.SCRAM_FILE).exists()
+    with pytest.raises(SystemExit) as exit_info:
+        kafka_storage.main(["format", "-t", "abc"])
+    assert exit_info.value.code == 2
+
+
+def test_kafka_topics_takes_client_properties_from_command_config(tmp_path: Path) -> None:
+    command_config = tmp_path / "sasl_command.conf"
+    command_config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+        'username="alice" password="alice-secret";\n')
+    args = kafka_topics_parser().parse_args(["--list", "--bootstrap-server", "localhost:1",
+                                             "--command-config", str(command_config)])
+    config = client_config(args, **{"client.id": "kafka-topics-stand-in"})
+    assert config["security.protocol"] == "SASL_PLAINTEXT"
+    assert config["sasl.mechanism"] == "SCRAM-SHA-256"
+    assert 'username="alice"' in config["sasl.jaas.config"]
+    assert config["bootstrap.servers"] == "localhost:1"
+    plain = kafka_topics_parser().parse_args(["--list", "--bootstrap-server", "localhost:1"])
+    assert "security.protocol" not in client_config(plain)
+
+
+def test_address_reads_this_starts_listeners_from_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "broker.log"
+    log.write_text("x INFO samsa.broker: node 1 serving on PLAINTEXT://127.0.0.1:1111, "
+                   "SASL_PLAINTEXT://127.0.0.1:2222 (uvloop)\n")
+    broker = SamsaBroker(log, _log_offset=log.stat().st_size)
+    with open(log, "a") as output:
+        output.write("y INFO samsa.broker: node 1 serving on PLAINTEXT://127.0.0.1:3333, "
+                     "SASL_PLAINTEXT://localhost:4444 (asyncio)\n")
+    assert broker.address("SASL_PLAINTEXT") == "localhost:4444"
+    assert broker.address("plaintext") == "127.0.0.1:3333"
+    with pytest.raises(RuntimeError, match="no INTERNAL listener"):
+        broker.address("INTERNAL")
+
+
+def _fixture_binding(mechanism: str, tmp_path: Path) -> dict[str, object]:
+    """The attributes of kafka-python's KafkaFixture the templates name, for one SASL broker."""
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+              'username="alice" password="alice-secret" user_alice="alice-secret";\n'
+              if mechanism == "PLAIN" else
+              "org.apache.kafka.common.security.scram.ScramLoginModule required "
+              'username="alice" password="alice-secret";\n')
+    return {"broker_id": 0, "transport": "SASL_PLAINTEXT", "host": "localhost", "port": 9093,
+            "controller_port": 9094, "tmp_dir": tmp_path, "partitions": 4, "replicas": 1,
+            "auto_create_topic": True, "sasl_mechanism": mechanism, "jaas_config": module,
+            "sasl_config": f"sasl.enabled.mechanisms={mechanism}\n"
+                           f"sasl.mechanism.inter.broker.protocol={mechanism}\n",
+            "acl_config": "authorizer.class.name=org.apache.kafka.metadata.authorizer."
+                          "StandardAuthorizer\nallow.everyone.if.no.acl.found=true"}
+
+
+def _service() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("compat_kafka_python_service", SERVICE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_the_fixture_templates_give_a_samsa_sasl_broker(mechanism: str, tmp_path: Path) -> None:
+    binding = _fixture_binding(mechanism, tmp_path)
+    rendered = {name: (RESOURCES / name).read_text().format(**binding)
+                for name in ("kafka.properties", "kafka_server_jaas.conf", "sasl_command.conf")}
+    (tmp_path / "kafka.properties").write_text(rendered["kafka.properties"])
+    (tmp_path / "jaas.conf").write_text(rendered["kafka_server_jaas.conf"])
+    service = _service()
+    spawned = service.SpawnedService(
+        ["/kafka/bin/kafka-run-class.sh", "kafka.Kafka", str(tmp_path / "kafka.properties")],
+        {"KAFKA_OPTS": f" -Djava.security.auth.login.config={tmp_path / 'jaas.conf'}"})
+    settings = spawned._settings(tmp_path / "kafka.properties")
+    assert settings["sasl.jaas.config"] == binding["jaas_config"].strip()  # type: ignore[union-attr]
+    config = BrokerConfig.from_properties(settings)
+    by_name = {listener.name: listener for listener in config.listeners}
+    assert (by_name["SASL_PLAINTEXT"].port, by_name["INTERNAL"].port) == (9093, 9094)
+    sasl = config.listener_security["SASL_PLAINTEXT"]
+    assert sasl.mechanisms == (mechanism,)
+    assert sasl.plain_users == ({"alice": "alice-secret"} if mechanism == "PLAIN" else {})
+    assert config.listener_security["INTERNAL"].security_protocol == "PLAINTEXT"
+    command = parse_properties(rendered["sasl_command.conf"])
+    assert (command["security.protocol"], command["sasl.mechanism"]) == ("SASL_PLAINTEXT",
+                                                                         mechanism)
