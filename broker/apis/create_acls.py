@@ -13,21 +13,19 @@ batch. Creating an ACL that exists already succeeds without writing it again.
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
-from broker.auth import authorize_cluster
+from broker.auth import acl_api_refusal
 from broker.auth.acl import AclOperation
 from broker.auth.control import plan_create_acls
-from protocol.errors import ClusterAuthorizationFailedError, KafkaError, SecurityDisabledError
+from protocol.errors import KafkaError
 from protocol.messages.create_acls_request import AclCreation, CreateAclsRequest
 from protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from replication.metadata.acls import StandardAcl
 
 
 def handle(context: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    if not authorize_cluster(context, AclOperation.ALTER):
-        return error_response(request, ClusterAuthorizationFailedError(
-            "Request is not authorized: ALTER on the cluster is required."))
-    if context.broker.authorizer is None:
-        return error_response(request, SecurityDisabledError("No Authorizer is configured."))
+    refusal = acl_api_refusal(context, AclOperation.ALTER, "ALTER", "No Authorizer is configured.")
+    if refusal is not None:
+        return error_response(request, refusal)
     replica_manager = context.broker.replica_manager
     acls = [_binding(creation) for creation in request.creations]
     errors, records = plan_create_acls(replica_manager.image.acls, acls)

@@ -10,10 +10,10 @@ RemoveAccessControlEntryRecord, all in one metadata batch.
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
-from broker.auth import authorize_cluster
+from broker.auth import acl_api_refusal
 from broker.auth.acl import AclBindingFilter, AclOperation
 from broker.auth.control import DeleteResult, plan_delete_acls
-from protocol.errors import ClusterAuthorizationFailedError, KafkaError, SecurityDisabledError
+from protocol.errors import KafkaError
 from protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
 from protocol.messages.delete_acls_response import (
     DeleteAclsFilterResult,
@@ -23,11 +23,9 @@ from protocol.messages.delete_acls_response import (
 
 
 def handle(context: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-    if not authorize_cluster(context, AclOperation.ALTER):
-        return error_response(request, ClusterAuthorizationFailedError(
-            "Request is not authorized: ALTER on the cluster is required."))
-    if context.broker.authorizer is None:
-        return error_response(request, SecurityDisabledError("No Authorizer is configured."))
+    refusal = acl_api_refusal(context, AclOperation.ALTER, "ALTER", "No Authorizer is configured.")
+    if refusal is not None:
+        return error_response(request, refusal)
     replica_manager = context.broker.replica_manager
     filters = [_filter(item) for item in request.filters]
     results, records = plan_delete_acls(replica_manager.image.acls, filters)

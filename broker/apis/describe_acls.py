@@ -10,13 +10,9 @@ PREFIXED) are grouped by resource pattern, as Kafka's ``DescribeAclsResponse.acl
 from __future__ import annotations
 
 from broker.apis import ApiSpec, RequestContext, register
-from broker.auth import authorize_cluster
+from broker.auth import acl_api_refusal
 from broker.auth.acl import AclBindingFilter, AclOperation, validate_filter
-from protocol.errors import (
-    ClusterAuthorizationFailedError,
-    KafkaError,
-    SecurityDisabledError,
-)
+from protocol.errors import KafkaError
 from protocol.messages.describe_acls_request import DescribeAclsRequest
 from protocol.messages.describe_acls_response import (
     AclDescription,
@@ -27,12 +23,9 @@ from replication.metadata.acls import StandardAcl
 
 
 def handle(context: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
-    if not authorize_cluster(context, AclOperation.DESCRIBE):
-        return error_response(request, ClusterAuthorizationFailedError(
-            "Request is not authorized: DESCRIBE on the cluster is required."))
-    if context.broker.authorizer is None:
-        return error_response(request, SecurityDisabledError(
-            "No Authorizer is configured on the broker"))
+    refusal = acl_api_refusal(context, AclOperation.DESCRIBE, "DESCRIBE", "No Authorizer is configured on the broker")
+    if refusal is not None:
+        return error_response(request, refusal)
     acl_filter = AclBindingFilter(
         resource_type=request.resource_type_filter,
         resource_name=request.resource_name_filter,

@@ -16,6 +16,7 @@ from protocol.errors import (
     ClusterAuthorizationFailedError,
     GroupAuthorizationFailedError,
     KafkaError,
+    SecurityDisabledError,
     TopicAuthorizationFailedError,
 )
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NOT_REQUESTED_OPERATIONS",
+    "acl_api_refusal",
     "authorize",
     "authorize_by_resource_type",
     "authorize_cluster",
@@ -46,6 +48,18 @@ def authorize(context: RequestContext, operation: int, resource_type: int, name:
 
 def authorize_cluster(context: RequestContext, operation: int) -> bool:
     return authorize(context, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def acl_api_refusal(context: RequestContext, operation: int, operation_name: str,
+                    disabled_message: str) -> KafkaError | None:
+    """Why a Create/Describe/DeleteAcls request is refused as a whole (Kafka's ``AclApis``):
+    ``operation`` not allowed on the cluster, or no authorizer configured; None if neither."""
+    if not authorize_cluster(context, operation):
+        return ClusterAuthorizationFailedError(
+            f"Request is not authorized: {operation_name} on the cluster is required.")
+    if context.broker.authorizer is None:
+        return SecurityDisabledError(disabled_message)
+    return None
 
 
 def filter_authorized(
