@@ -1,19 +1,26 @@
 """``python -m bench`` (``make bench``): every benchmark, one after the other (the Spark one
-needs Java 17).
+needs Java 17), each comparison in interleaved rounds (``bench.rounds``).
 
-``python -m bench --quick`` runs each with smaller counts.
+``python -m bench --quick`` runs each with smaller counts; ``--rounds N`` sets the rounds of
+every comparison (5 by default).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 
-from bench import broker, client_perf, groups, spark, storage
+from bench import broker, client_perf, consumer_perf, groups, rounds, spark, storage
 
 if __name__ == "__main__":
-    quick = "--quick" in sys.argv[1:]
-    storage.main(mib=64 if quick else 512)
-    broker.main(quick=quick)
-    groups.main(quick=quick)
-    client_perf.main(num_records=30_000 if quick else 300_000, rounds=1 if quick else 3)
-    spark.main(quick=quick)
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller counts, for smoke runs")
+    parser.add_argument("--rounds", type=int, default=rounds.DEFAULT_ROUNDS,
+                        help="interleaved rounds per comparison (default 5)")
+    arguments = parser.parse_args()
+    quick, count = arguments.quick, arguments.rounds
+    storage.main(mib=64 if quick else 512, rounds_count=count)
+    broker.main(quick=quick, rounds_count=count)
+    groups.main(quick=quick, rounds_count=count)
+    client_perf.main(num_records=30_000 if quick else 300_000, rounds_count=count)
+    consumer_perf.main(num_records=50_000 if quick else 500_000, rounds_count=count)
+    spark.main(quick=quick, rounds_count=count)

