@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.broker import Broker
@@ -43,8 +44,17 @@ def test_gate_admits_up_to_capacity_and_wakes_waiters() -> None:
 class FakeTransport:
     def __init__(self) -> None:
         self.written = bytearray()
+        self.wrote = asyncio.Event()
         self.reading = True
         self.closed = False
+
+    async def written_once(self, condition: Callable[[bytes], bool], timeout_s: float = 10.0) -> bytes:
+        """What has been written once it satisfies ``condition``, checked after each write."""
+        async with asyncio.timeout(timeout_s):
+            while not condition(bytes(self.written)):
+                self.wrote.clear()
+                await self.wrote.wait()
+        return bytes(self.written)
 
     def get_extra_info(self, name: str, default=None):  # type: ignore[no-untyped-def]
         return ("127.0.0.1", 1) if name == "peername" else default
@@ -54,6 +64,7 @@ class FakeTransport:
 
     def write(self, data: bytes) -> None:
         self.written += data
+        self.wrote.set()
 
     def get_write_buffer_size(self) -> int:
         return 0
@@ -74,9 +85,12 @@ class FakeTransport:
 
 
 def correlation_ids(data: bytes) -> list[int]:
+    """The correlation ids of the whole response frames in ``data``."""
     ids, position = [], 0
-    while position < len(data):
+    while position + 8 <= len(data):
         size, correlation_id = struct.unpack_from(">ii", data, position)
+        if position + 4 + size > len(data):
+            break
         ids.append(correlation_id)
         position += 4 + size
     return ids
@@ -105,8 +119,8 @@ def test_pipelined_long_poll_and_metadata_are_answered_in_order(tmp_path: Path) 
             connection.data_received(stream[index : index + 1])
         early = correlation_ids(bytes(transport.written))
         assert not transport.reading  # the third request waits for a place (queued.max.requests=2)
-        await asyncio.sleep(0.2)
-        late = correlation_ids(bytes(transport.written))
+        # The long poll ends after its 50 ms max wait; then all three answers, in order.
+        late = correlation_ids(await transport.written_once(lambda data: len(correlation_ids(data)) >= 3))
         connection.connection_lost(None)
         broker.shutdown()
         return early, late

@@ -20,6 +20,7 @@ from broker.group import (
     MemberIdentity,
     Protocol,
     SyncRequest,
+    SyncResponse,
 )
 from protocol.errors import ErrorCode
 
@@ -471,9 +472,39 @@ def test_delete_and_unload() -> None:
 # ---- a random walk with invariants ----------------------------------------------------------
 
 
+def member_error(group: ClassicGroup, member_id: str, instance: str | None) -> ErrorCode | None:
+    """Kafka's ``ClassicGroup.validateMember``: a static member is known by its instance id and
+    fenced when that id now belongs to another member; a dynamic one by its member id."""
+    if instance is not None:
+        current = group.static_members.get(instance)
+        if current is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None if current == member_id else ErrorCode.FENCED_INSTANCE_ID
+    return None if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def expected_error(group: ClassicGroup, member_id: str, generation: int,
+                   instance: str | None) -> ErrorCode | None:
+    """Kafka's checks of a Heartbeat (``validateClassicGroupHeartbeat``) and a SyncGroup
+    (``validateSyncGroup``), then the states that answer an error; the group is never Dead
+    here. None: a Heartbeat is answered NONE; a SyncGroup is served (Stable), parked
+    (CompletingRebalance) or, from the leader, completes the rebalance."""
+    error = member_error(group, member_id, instance)
+    if error is not None:
+        return error
+    if generation != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    if group.state is GroupState.EMPTY:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if group.state is GroupState.PREPARING_REBALANCE:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    return None
+
+
 class GroupMachine(RuleBasedStateMachine):
-    """Random clients against one group; checks Kafka's invariants and that every parked
-    request is answered exactly once (parked == members awaiting, at every step)."""
+    """Random clients against one group; checks Kafka's invariants, that every parked request
+    is answered exactly once (parked == members awaiting, at every step), and each Heartbeat
+    and SyncGroup answer against Kafka's rules."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -481,10 +512,12 @@ class GroupMachine(RuleBasedStateMachine):
         self.now_ms = 0
         self.ids: list[str] = []
         self.instances: dict[str, str] = {}  # member id -> instance id
-        self.replaced: dict[str, str] = {}  # a static member's id -> the id it replaced
         self.parked_joins: set[str] = set()
         self.parked_syncs: set[str] = set()
         self.last_generation = 0
+        # What each member was given by the leader's last SyncGroup; a static member that
+        # replaced another while Stable inherits its assignment (no rebalance, as Kafka).
+        self.delivered: dict[str, bytes] = {}
 
     def apply(self, effects: Effects) -> None:
         for join in effects.joins:
@@ -493,6 +526,22 @@ class GroupMachine(RuleBasedStateMachine):
         for sync in effects.syncs:
             assert sync.member_id in self.parked_syncs
             self.parked_syncs.discard(sync.member_id)
+            if sync.response.error_code is ErrorCode.NONE:
+                assert sync.response == self.assigned(sync.member_id)
+
+    def assigned(self, member_id: str) -> SyncResponse:
+        """A successful SyncGroup answer: the group's protocol and the member's assignment."""
+        return SyncResponse(ErrorCode.NONE, "consumer", self.group.protocol_name,
+                            self.delivered[member_id])
+
+    def some_member_id(self, data: st.DataObject) -> str:
+        """The leader, a current member or any id seen (left, expired, fenced), a third each:
+        drawn from every id seen, the group would seldom complete a rebalance."""
+        pick = data.draw(st.sampled_from(["leader", "member", "any"]))
+        if pick == "leader" and self.group.leader_id is not None:
+            return self.group.leader_id
+        current = sorted(self.group.members)
+        return data.draw(st.sampled_from(current if current and pick == "member" else self.ids))
 
     def joined(self, outcome: JoinOutcome) -> None:
         self.apply(outcome.effects)
@@ -512,29 +561,18 @@ class GroupMachine(RuleBasedStateMachine):
                  require_known: bool, rebalance_ms: int) -> None:
         join = request(client_id=client, instance=static, protocols=protocols,
                        require_known=require_known, session_ms=1_000, rebalance_ms=rebalance_ms)
-        before = {member for member, instance in self.instances.items()
-                  if instance == static and member in self.group.members}
+        replaced = self.group.static_members.get(static) if static is not None else None
         outcome = self.group.join(join, self.now_ms)
         if static is not None:
             self.instances[outcome.member_id] = static
-            if before and outcome.member_id not in before:
-                self.replaced[outcome.member_id] = before.pop()
+            if replaced is not None and replaced in self.delivered:
+                self.delivered[outcome.member_id] = self.delivered[replaced]
         self.joined(outcome)
-
-    def assignable(self, member_id: str) -> set[bytes]:
-        """What a member's SyncGroup may answer: the assignment the leader gave it, or, for a
-        static member that replaced another while the group was Stable, the one it inherited
-        (Kafka hands the replacement the old member's assignment without a rebalance)."""
-        found = {member_id.encode()}
-        while member_id in self.replaced:
-            member_id = self.replaced[member_id]
-            found.add(member_id.encode())
-        return found
 
     @precondition(lambda self: self.ids)
     @rule(data=st.data(), protocols=st.sampled_from([(RANGE,), (ROUND_ROBIN, RANGE)]))
     def rejoin(self, data: st.DataObject, protocols: tuple[Protocol, ...]) -> None:
-        member_id = data.draw(st.sampled_from(self.ids))
+        member_id = self.some_member_id(data)
         join = request(member_id, instance=self.instances.get(member_id), protocols=protocols,
                        session_ms=1_000, rebalance_ms=1_000)
         self.joined(self.group.join(join, self.now_ms))
@@ -542,25 +580,79 @@ class GroupMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.ids)
     @rule(data=st.data(), stale=st.booleans())
     def sync(self, data: st.DataObject, stale: bool) -> None:
-        member_id = data.draw(st.sampled_from(self.ids))
-        generation = self.group.generation_id - stale
-        assignments = tuple((m, m.encode()) for m in self.group.members)
-        outcome = self.group.sync(
-            SyncRequest(member_id, generation, assignments, self.instances.get(member_id)), self.now_ms
-        )
-        self.apply(outcome.effects)
-        if outcome.response is None:
+        self.sync_as(self.some_member_id(data), self.group.generation_id - stale)
+
+    @precondition(lambda self: self.group.state is GroupState.PREPARING_REBALANCE)
+    @rule()
+    def everyone_rejoins(self) -> None:
+        """What clients do when told REBALANCE_IN_PROGRESS or MEMBER_ID_REQUIRED: every member
+        joins again, and every pending member joins with the id it was given."""
+        for member_id in sorted(self.group.pending_members):
+            self.joined(self.group.join(request(member_id, protocols=(ROUND_ROBIN, RANGE),
+                                                session_ms=1_000, rebalance_ms=1_000), self.now_ms))
+        for member in list(self.group.members.values()):
+            if member.member_id in self.group.members:  # not removed by an earlier rejoin
+                self.joined(self.group.join(request(
+                    member.member_id, instance=member.group_instance_id, protocols=member.protocols,
+                    session_ms=1_000, rebalance_ms=1_000), self.now_ms))
+
+    @precondition(lambda self: self.group.state is GroupState.COMPLETING_REBALANCE)
+    @rule()
+    def everyone_syncs(self) -> None:
+        """What clients do after a join phase: followers sync, then the leader."""
+        leader = self.group.leader_id
+        for member_id in [*sorted(set(self.group.members) - {leader}), leader]:
+            assert member_id is not None
+            self.sync_as(member_id, self.group.generation_id)
+
+    @precondition(lambda self: self.group.state is GroupState.STABLE)
+    @rule(data=st.data(), stale=st.booleans())
+    def sync_again_when_stable(self, data: st.DataObject, stale: bool) -> None:
+        """A member that lost its SyncGroup answer asks again. A rule of its own: Stable
+        seldom lasts long enough for ``sync`` to draw a member of it."""
+        member_id = data.draw(st.sampled_from(sorted(self.group.members)))
+        self.sync_as(member_id, self.group.generation_id - stale)
+
+    def sync_as(self, member_id: str, generation: int) -> None:
+        group = self.group
+        instance = self.instances.get(member_id)
+        state, leader = group.state, group.leader_id
+        assignments = tuple((m, m.encode()) for m in group.members)
+        expected = expected_error(group, member_id, generation, instance)
+        outcome = group.sync(SyncRequest(member_id, generation, assignments, instance), self.now_ms)
+        if expected is not None:
+            assert (outcome.response, outcome.effects) == (SyncResponse(expected), Effects())
+        elif state is GroupState.STABLE:
+            assert (outcome.response, outcome.effects) == (self.assigned(member_id), Effects())
+        elif member_id != leader:  # CompletingRebalance: parked until the leader's SyncGroup
+            assert (outcome.response, outcome.effects) == (None, Effects())
             self.parked_syncs.add(member_id)
-        elif outcome.response.error_code is ErrorCode.NONE:
-            assert (outcome.response.assignment in self.assignable(member_id)
-                    or member_id not in dict(assignments))
+        else:  # the leader's assignments complete the rebalance and every parked SyncGroup
+            self.delivered = dict(assignments)
+            assert {sync.member_id for sync in outcome.effects.syncs} == self.parked_syncs
+            assert outcome.effects.store_group and outcome.response == self.assigned(member_id)
+            self.apply(outcome.effects)
+        expected_state = GroupState.STABLE if expected is None and member_id == leader else state
+        assert group.state is expected_state
 
     @precondition(lambda self: self.ids)
-    @rule(data=st.data())
-    def heartbeat(self, data: st.DataObject) -> None:
-        member_id = data.draw(st.sampled_from(self.ids))
-        self.group.heartbeat(member_id, self.group.generation_id, self.now_ms,
-                             group_instance_id=self.instances.get(member_id))
+    @rule(data=st.data(), generation_delta=st.sampled_from([0, 0, -1, 1]),
+          instance_choice=st.sampled_from(["own", "own", "none", "other"]))
+    def heartbeat(self, data: st.DataObject, generation_delta: int, instance_choice: str) -> None:
+        group = self.group
+        member_id = self.some_member_id(data)
+        own = self.instances.get(member_id)
+        instance = {"own": own, "none": None, "other": "i-2" if own == "i-1" else "i-1"}[instance_choice]
+        generation = group.generation_id + generation_delta
+        error = expected_error(group, member_id, generation, instance)
+        expected = ErrorCode.NONE if error is None else error
+        deadlines = {m.member_id: m.session_deadline_ms for m in group.members.values()}
+        before = (group.state, group.generation_id, group.leader_id)
+        assert group.heartbeat(member_id, generation, self.now_ms, group_instance_id=instance) is expected
+        if expected in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS):  # the session restarts
+            deadlines[member_id] = self.now_ms + group.members[member_id].session_timeout_ms
+        assert {m.member_id: m.session_deadline_ms for m in group.members.values()} == deadlines
+        assert (group.state, group.generation_id, group.leader_id) == before
 
     @precondition(lambda self: self.ids)
     @rule(data=st.data())
@@ -618,5 +710,5 @@ class GroupMachine(RuleBasedStateMachine):
             assert self.group.members[member_id].group_instance_id == instance
 
 
-GroupMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+GroupMachine.TestCase.settings = settings(max_examples=400, stateful_step_count=40, deadline=None)
 TestGroupMachine = GroupMachine.TestCase
