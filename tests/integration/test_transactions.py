@@ -20,6 +20,7 @@ from protocol.messages.list_offsets_request import (
 from protocol.messages.list_offsets_response import ListOffsetsResponse
 from tests.integration.test_bad_input import Client
 from tests.integration.test_confluent_kafka import QUIET, producer
+from tests.integration.test_scheduled_storage import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -64,11 +65,16 @@ def read_all(broker, topic: str, isolation: str, *, partitions: int = PARTITIONS
 
 
 def latest_offset(broker, topic: str, partition: int, isolation_level: int) -> int:  # type: ignore[no-untyped-def]
+    """The partition's latest offset: its last stable offset for isolation level 1
+    (read_committed), its high watermark for 0."""
     client = Client(broker)
     request = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
         ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=partition,
                                                                       timestamp=-1)])])
-    response = client.call(2, 5, request, ListOffsetsResponse, flexible=False)
+    try:
+        response = client.call(2, 5, request, ListOffsetsResponse, flexible=False)
+    finally:
+        client.sock.close()
     return response.topics[0].partitions[0].offset
 
 
@@ -123,7 +129,9 @@ def test_an_expired_transaction_is_aborted_by_the_broker(start_broker) -> None: 
     p.begin_transaction()
     p.produce("tx-timeout", value=b"slow")
     p.flush(10)
-    time.sleep(2.0)
+    # Open, the transaction holds the last stable offset at its first offset (0); the broker's
+    # abort after transaction.timeout.ms writes the marker at 1 and releases it to 2.
+    eventually(lambda: latest_offset(broker, "tx-timeout", 0, 1) == 2)
     with pytest.raises(KafkaException):
         p.commit_transaction(10)
     assert latest_offset(broker, "tx-timeout", 0, 1) == latest_offset(broker, "tx-timeout", 0, 0) == 2

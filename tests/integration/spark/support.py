@@ -1,19 +1,17 @@
 """What the Spark tests share: topics made and filled with confluent-kafka (an independent
-client), segment layouts asked of the broker, reads through ``format("samsa")``."""
+client), segment layouts read from the broker's files on disk and log start offsets asked
+through confluent-kafka (not through Samsa's own ``ClusterView``, which plans the reads under
+test), reads through ``format("samsa")``."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from pyspark_samsa.metadata import ClusterView
-from pyspark_samsa.options import parse_source_options
-from samsa.segments import PartitionLayout
-from samsa.types import TopicPartition
 
 QUIET = {"log_level": 3}
 TIMEOUT = 30
@@ -52,17 +50,29 @@ def values(topic: str, count: int, *, partitions: int = 1, start: int = 0,
              "partition": n % partitions, **extra} for n in range(start, start + count)]
 
 
-def layouts(broker: Any, topic: str) -> dict[TopicPartition, PartitionLayout]:
-    view = ClusterView(parse_source_options(
-        {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic}, streaming=False))
+def segment_base_offsets(broker: Any, topic: str, partition: int) -> list[int]:
+    """The base offsets of a partition's segments, from the names of its ``.log`` files in the
+    broker's log directory (``<topic>-<partition>/<20-digit base offset>.log``, as Kafka)."""
+    directory = Path(broker.log_dir) / f"{topic}-{partition}"
+    return sorted(int(path.name.removesuffix(".log")) for path in directory.glob("*.log"))
+
+
+def segments_in_range(base_offsets: list[int], end_offset: int, start: int, end: int) -> int:
+    """How many segments hold offsets in ``[start, end)``: each holds those from its base offset
+    to the next one's, the last to ``end_offset`` (the partition's end)."""
+    ends = [*base_offsets[1:], end_offset]
+    return sum(1 for base, stop in zip(base_offsets, ends, strict=True)
+               if max(base, start) < min(stop, end))
+
+
+def log_start_offset(broker: Any, topic: str, partition: int) -> int:
+    """The partition's log start offset (its low watermark), asked through confluent-kafka."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks", **QUIET})
     try:
-        return view.layouts(view.topic_partitions())
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT)
     finally:
-        view.close()
-
-
-def segments_in_range(layout: PartitionLayout, start: int, end: int) -> int:
-    return sum(1 for s in layout.segments if max(s.base_offset, start) < min(s.end_offset, end))
+        consumer.close()
+    return int(low)
 
 
 def read(spark: Any, broker: Any, **options: str) -> Any:

@@ -15,9 +15,9 @@ from pyspark.sql.utils import AnalysisException
 from pyspark_samsa import SamsaDataSource
 from tests.integration.spark.support import (
     create_topic,
-    layouts,
     produce,
     read,
+    segment_base_offsets,
     segments_in_range,
     values,
 )
@@ -52,17 +52,16 @@ def test_a_multi_segment_topic_reads_once_with_one_spark_partition_per_segment(
     create_topic(broker, "multi", partitions=2)
     records = values("multi", 1600, partitions=2)
     produce(broker, "multi", records)
-    layout = layouts(broker, "multi")
-    segments = {tp.partition: segments_in_range(lay, 0, lay.high_watermark)
-                for tp, lay in layout.items()}
+    end = {0: 800, 1: 800}  # the records, round robin over the two partitions
+    bases = {p: segment_base_offsets(broker, "multi", p) for p in end}
+    segments = {p: segments_in_range(bases[p], end[p], 0, end[p]) for p in end}
     assert min(segments.values()) >= 5  # the point of the test: many segments
 
     spark_partitions, rows = planned(read(spark, broker, subscribe="multi"))
     assert spark_partitions == sum(segments.values())
     assert len(rows) == len(records)
     assert {r.value: r.key for r in rows} == {r["value"]: r["key"] for r in records}
-    assert offsets_by_partition(rows) == {p: list(range(layout[tp].high_watermark))
-                                          for tp in layout for p in [tp.partition]}
+    assert offsets_by_partition(rows) == {p: list(range(end[p])) for p in end}
     assert {(r.topic, r.timestampType) for r in rows} == {("multi", 0)}
 
     # a range inside the log: clipped to it, still one Spark partition per segment it touches
@@ -70,10 +69,8 @@ def test_a_multi_segment_topic_reads_once_with_one_spark_partition_per_segment(
     ending = json.dumps({"multi": {"0": 700, "1": -1}})
     spark_partitions, clipped = planned(read(spark, broker, subscribe="multi",
                                              startingOffsets=starting, endingOffsets=ending))
-    tp0, tp1 = sorted(layout)
-    assert spark_partitions == segments_in_range(layout[tp0], 100, 700) + segments[1]
-    assert offsets_by_partition(clipped) == {
-        0: list(range(100, 700)), 1: list(range(layout[tp1].high_watermark))}
+    assert spark_partitions == segments_in_range(bases[0], end[0], 100, 700) + segments[1]
+    assert offsets_by_partition(clipped) == {0: list(range(100, 700)), 1: list(range(end[1]))}
 
     # minPartitions splits segments further; the rows stay the same
     # (Spark's split gives each range round(its share * minPartitions) parts, at least one)

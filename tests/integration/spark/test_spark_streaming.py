@@ -20,7 +20,7 @@ from tests.integration.spark.support import (
     TIMEOUT,
     create_topic,
     eventually,
-    layouts,
+    log_start_offset,
     produce,
     read,
     stream,
@@ -112,11 +112,8 @@ def test_fail_on_data_loss_after_retention_deleted_segments(
         "retention.bytes", "20000", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
 
-    def log_start() -> int:
-        return next(iter(layouts(broker, "retained").values())).log_start_offset
-
-    eventually(lambda: log_start() > 300)
-    earliest = log_start()
+    eventually(lambda: log_start_offset(broker, "retained", 0) > 300)
+    earliest = log_start_offset(broker, "retained", 0)
 
     with pytest.raises(StreamingQueryException, match="Cannot fetch offset 300"):
         run_available_now(stream(spark, broker, subscribe="retained",
