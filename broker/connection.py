@@ -21,7 +21,11 @@ EAGAIN the task waits for writability with ``loop.add_writer`` on that duplicate
 Faults: an oversized or negative frame size, an undecodable header or body, or an unknown API
 key are logged and the connection is closed (the peer is at fault; the broker carries on). An
 unsupported version of a known API is answered with UNSUPPORTED_VERSION where the codec can
-read the request (an unknown ApiVersions version gets Kafka's v0 reply), else closed.
+read the request (an unknown ApiVersions version gets Kafka's v0 reply), else closed. A
+request that was read is always answered at its version, whatever its handler or the encoder
+does: a handler that raises, or a response that cannot be encoded, becomes the API's error
+response (UNKNOWN_SERVER_ERROR, logged with its traceback) or, failing that, the response
+class's defaults with that error code (``broker.responses``); the connection stays open.
 
 SASL listeners: the connection owns a ``broker.sasl.SaslAuthenticator`` that sees every frame
 first (PLAINTEXT connections have none: one attribute check). Until authentication completes it
@@ -46,31 +50,15 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from broker.apis import (
-    CLOSE_CONNECTION,
-    NO_RESPONSE,
-    ApiSpec,
-    RequestContext,
-    ResponsePart,
-    ZeroCopyResponse,
-)
+from broker.apis import CLOSE_CONNECTION, NO_RESPONSE, ApiSpec, RequestContext, ResponsePart
 from broker.apis.api_versions import unsupported_version_frame
 from broker.config import Listener
+from broker.responses import failure_response, response_parts
 from broker.sasl.authenticator import SaslAuthenticator
-from protocol.codec import DecodeError, EncodeError, Message
-from protocol.errors import (
-    InvalidRequestError,
-    KafkaError,
-    UnknownServerError,
-    UnsupportedVersionError,
-)
-from protocol.frames import (
-    FrameTooLargeError,
-    RequestFramer,
-    encode_response_message,
-    parse_request_header,
-)
-from protocol.messages import REQUESTS, response_header_version
+from protocol.codec import DecodeError, Message
+from protocol.errors import InvalidRequestError, UnsupportedVersionError
+from protocol.frames import FrameTooLargeError, RequestFramer, parse_request_header
+from protocol.messages import REQUESTS
 from protocol.messages.request_header import RequestHeader
 from storage.segment import FetchSlice
 
@@ -359,7 +347,7 @@ class KafkaConnection(asyncio.Protocol):
         try:
             result = spec.handle(context, request)
         except Exception as error:
-            result = self._failure(spec, context, request, error)
+            result = failure_response(spec, context, request, error)
         if isinstance(result, Awaitable):
             task = self._loop.create_task(self._finish(slot, spec, context, request, result))
             self._tasks.add(task)
@@ -376,16 +364,8 @@ class KafkaConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            result = self._failure(spec, context, request, error)
+            result = failure_response(spec, context, request, error)
         self._complete(slot, spec, context, request, result)
-
-    @staticmethod
-    def _failure(spec: ApiSpec, context: RequestContext, request: Message, error: Exception) -> Message:
-        if not isinstance(error, KafkaError):
-            logger.error("%s v%d from %s failed", spec.name, context.api_version,
-                         context.connection_id, exc_info=error)
-            error = UnknownServerError()
-        return spec.error_response(request, error)
 
     def _complete(
         self, slot: Slot, spec: ApiSpec, context: RequestContext, request: Message, result: Any
@@ -401,23 +381,9 @@ class KafkaConnection(asyncio.Protocol):
                         self.connection_id, spec.name)
             self.responses.fill(slot, None, close_after=True)
         else:
-            try:
-                parts = self._encode(context, result)
-            except EncodeError as error:
-                logger.error("cannot encode the %s v%d response: %s",
-                             spec.name, context.api_version, error)
-                parts = self._encode(context, spec.error_response(request, UnknownServerError()))
-            self.responses.fill(slot, parts)
+            # Never raises for a handler's or an encoder's bug: the connection stays open.
+            self.responses.fill(slot, response_parts(spec, context, request, result))
         self._flush_ready()
-
-    @staticmethod
-    def _encode(context: RequestContext, result: Message | ZeroCopyResponse) -> list[ResponsePart]:
-        header = context.header
-        header_version = response_header_version(header.request_api_key, context.api_version)
-        if isinstance(result, ZeroCopyResponse):
-            return result.frame_parts(header.correlation_id, header_version, context.api_version)
-        return [encode_response_message(header.correlation_id, header_version, result,
-                                        context.api_version)]
 
     def _unsupported(self, slot: Slot, spec: ApiSpec, header: RequestHeader, body: memoryview) -> None:
         version = header.request_api_version
@@ -438,7 +404,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         context = self._context(header, version)
         refusal = UnsupportedVersionError(f"{spec.name} v{version} is not supported")
-        self._complete(slot, spec, context, request, spec.error_response(request, refusal))
+        self._complete(slot, spec, context, request,
+                       failure_response(spec, context, request, refusal))
 
     def _refuse(self, slot: Slot, reason: str) -> None:
         """The peer broke the protocol: log it, answer what came before, then close."""
