@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint unit slow bench clean
+.PHONY: install run test test-deps lint unit slow bench clean
 
 install: $(STAMP)
 
@@ -24,7 +24,11 @@ lint: install
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-test: lint
+# Programs the tests run that pip does not install (kcat, an old librdkafka client).
+test-deps:
+	.ci/install-kcat.sh
+
+test: lint test-deps
 	$(PY) -m pytest -q -m 'not slow'
 
 slow: install

@@ -96,9 +96,19 @@ class ApiSpec:
     handle: Callable[[RequestContext, Any], HandlerResult]
     error_response: Callable[[Any, KafkaError], Message]
     name: str = ""
+    # What ApiVersions lists as the minimum, when it is not ``min_version``: Kafka 4 lists
+    # Produce from v0 while serving v3+ (KAFKA-18659), because librdkafka before 2.10 turns
+    # compression off unless Produce v0 is listed. Versions below ``min_version`` still get
+    # UNSUPPORTED_VERSION.
+    advertised_min_version: int | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+    @property
+    def advertised_range(self) -> tuple[int, int]:
+        low = self.min_version if self.advertised_min_version is None else self.advertised_min_version
+        return low, self.max_version
 
 
 _REGISTRY: dict[int, ApiSpec] = {}

@@ -1,7 +1,8 @@
 """ApiVersions: v0–v4.
 
 The list is computed from the API registry (``broker.apis``): every API a handler module
-registered, with its version range. Not implemented: supported/finalized features (KIP-584),
+registered, with its version range (Produce is listed from v0 and served from v3, as Kafka 4
+lists it: KAFKA-18659, ``ApiSpec.advertised_min_version``). Not implemented: supported/finalized features (KIP-584),
 which clients only read for KRaft and transaction versions.
 
 An ApiVersions request of a version above v4 is answered by the connection (not here) with
@@ -18,8 +19,9 @@ from protocol.messages.api_versions_response import ApiVersion, ApiVersionsRespo
 
 def supported_versions() -> list[ApiVersion]:
     return [
-        ApiVersion(api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version)
+        ApiVersion(api_key=spec.api_key, min_version=low, max_version=high)
         for spec in registry().values()
+        for low, high in [spec.advertised_range]
     ]
 
 

@@ -1,11 +1,14 @@
-"""FindCoordinator: v1–v6.
+"""FindCoordinator: v0–v6.
 
 Key type GROUP (0): this node is the coordinator of every group (a single node leads every
 ``__consumer_offsets`` partition), at the advertised endpoint of the client's listener. Key type TRANSACTION (1):
 likewise this node, the transaction coordinator of every transactional id (it leads every
 ``__transaction_state`` partition; the topic is created at the first InitProducerId). Any
-other key type (SHARE in Kafka 4): INVALID_REQUEST. v1–v3 ask for one ``key`` and get top-level fields; v4+ batch
-``coordinator_keys`` and get one ``coordinators`` entry per key (KIP-699).
+other key type (SHARE in Kafka 4): INVALID_REQUEST. v0–v3 ask for one ``key`` and get
+top-level fields (v0: a group, no key type, no error message); v4+ batch ``coordinator_keys``
+and get one ``coordinators`` entry per key (KIP-699). v0 is served as Kafka 4 serves it:
+librdkafka before 2.11 (Debian's kcat 1.7.1 has 2.0.2) finds group coordinators only if the
+broker lists FindCoordinator v0.
 
 Not implemented: creating ``__consumer_offsets`` before answering (Kafka answers
 COORDINATOR_NOT_AVAILABLE until it exists); the group coordinator here does not need it.
@@ -82,7 +85,7 @@ def error_response(request: FindCoordinatorRequest, error: KafkaError) -> FindCo
 SPEC = register(
     ApiSpec(
         api_key=FindCoordinatorRequest.API_KEY,
-        min_version=1,
+        min_version=0,
         max_version=FindCoordinatorRequest.MAX_VERSION,
         handle=handle,
         error_response=error_response,

@@ -1,11 +1,14 @@
-"""JoinGroup: v2–v9.
+"""JoinGroup: v0–v9.
 
 Translates to ``GroupCoordinator.join``; a parked join is answered when the join phase ends
 (every member rejoined, the rebalance timeout, or ``group.initial.rebalance.delay.ms`` for a
 group starting from Empty). v4+ new members without a group instance id first get
 MEMBER_ID_REQUIRED with their member id (KIP-394); v5+ carry static membership
 (``group_instance_id``). ``client_host`` is the peer's address, written "/host" as Kafka does.
-The member list goes to the leader only.
+The member list goes to the leader only. v0 has no rebalance timeout: the session timeout
+serves as one, as in Kafka. v0 and v1 are served as Kafka 4.0.1+ serves them again (KAFKA-19444):
+librdkafka before 2.11 (Debian's kcat 1.7.1 has 2.0.2) enables consumer groups only if the
+broker lists JoinGroup v0.
 
 Not implemented: ``skip_assignment`` (v9, KIP-814: never set, the leader always assigns); the
 ``reason`` (v8+) is accepted and ignored.
@@ -26,6 +29,7 @@ from protocol.messages.join_group_request import JoinGroupRequest
 from protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 
 NULLABLE_PROTOCOL_NAME_VERSION = 7
+REBALANCE_TIMEOUT_VERSION = 1
 REQUIRE_KNOWN_MEMBER_ID_VERSION = 4
 SKIP_ASSIGNMENT_VERSION = 9
 
@@ -40,7 +44,8 @@ def handle(context: RequestContext, request: JoinGroupRequest) -> HandlerResult:
         protocol_type=request.protocol_type,
         protocols=tuple(Protocol(p.name, p.metadata) for p in request.protocols),
         session_timeout_ms=request.session_timeout_ms,
-        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        rebalance_timeout_ms=(request.session_timeout_ms if version < REBALANCE_TIMEOUT_VERSION
+                              else request.rebalance_timeout_ms),
         group_instance_id=request.group_instance_id,
         client_host=client_host(context.connection_id),
         require_known_member_id=version >= REQUIRE_KNOWN_MEMBER_ID_VERSION,
@@ -89,7 +94,7 @@ def error_response(request: JoinGroupRequest, error: KafkaError) -> JoinGroupRes
 SPEC = register(
     ApiSpec(
         api_key=JoinGroupRequest.API_KEY,
-        min_version=2,
+        min_version=0,
         max_version=JoinGroupRequest.MAX_VERSION,
         handle=handle,
         error_response=error_response,

@@ -43,6 +43,7 @@ logger = logging.getLogger("samsa.broker.apis.list_offsets")
 
 LATEST_TIERED_TIMESTAMP = -5
 READ_COMMITTED = 1
+LEADER_EPOCH_VERSION = 4  # the first response version with leader_epoch
 
 
 def handle(context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -80,9 +81,9 @@ def _lookup_or_raise(
     partition = context.broker.replica_manager.partition(topic, requested.partition_index)
     if partition is None:
         raise UnknownTopicOrPartitionError()
-    answer = ListOffsetsPartitionResponse(
-        partition_index=requested.partition_index, leader_epoch=partition.leader_epoch
-    )
+    answer = ListOffsetsPartitionResponse(partition_index=requested.partition_index)
+    if context.api_version >= LEADER_EPOCH_VERSION:  # v1-v3 lack the field: it stays unset
+        answer.leader_epoch = partition.leader_epoch
     timestamp = requested.timestamp
     last_fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST_TIMESTAMP:

@@ -2,10 +2,12 @@
 
 Brokers (this node, at the advertised endpoint of the client's listener), the cluster id, the controller (this node) and
 the requested topics with their partitions, topic ids (v10+) and leader epochs (v7+). A topic
-may be named by id (v10+). A missing topic is created when the request allows it (v4+ flag;
-always for v0–v3) and ``auto.create.topics.enable`` is true, with ``num.partitions``; it is
-created synchronously, so the same response describes it. ``__cluster_metadata`` is not a topic
-clients can see; internal topics (``__consumer_offsets``...) are never auto-created here.
+may be named by id from v12 (v10-v11 have the fields, but a null name or a topic id there is
+INVALID_REQUEST for the whole request, as in Kafka). A missing topic is created when the
+request allows it (v4+ flag; always for v0–v3) and ``auto.create.topics.enable`` is true, with
+``num.partitions``; it is created synchronously, so the same response describes it.
+``__cluster_metadata`` is not a topic clients can see; internal topics (``__consumer_offsets``...)
+are never auto-created here.
 
 Authorization (with an authorizer, as Kafka's ``KafkaApis.handleTopicMetadataRequest``): a
 topic needs DESCRIBE; one named without it answers TOPIC_AUTHORIZATION_FAILED (by id: with
@@ -26,6 +28,7 @@ from broker.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.config import endpoint_for
 from protocol.codec import ZERO_UUID
 from protocol.errors import (
+    InvalidRequestError,
     InvalidTopicExceptionError,
     KafkaError,
     TopicAuthorizationFailedError,
@@ -44,6 +47,8 @@ from replication.metadata.image import TopicImage
 from replication.metadata.log import METADATA_TOPIC
 
 logger = logging.getLogger("samsa.broker.apis.metadata")
+
+TOPIC_IDS_VERSION = 12  # the first version that names topics by id
 
 
 def handle(context: RequestContext, request: MetadataRequest) -> MetadataResponse:
@@ -64,6 +69,7 @@ def handle(context: RequestContext, request: MetadataRequest) -> MetadataRespons
             if authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         ]
     else:
+        _check_names(context, request)
         allow_create = request.allow_auto_topic_creation or context.api_version < 4
         for requested in request.topics or ():
             response.topics.append(
@@ -71,6 +77,17 @@ def handle(context: RequestContext, request: MetadataRequest) -> MetadataRespons
             )
     _authorized_operations(context, request, response)
     return response
+
+
+def _check_names(context: RequestContext, request: MetadataRequest) -> None:
+    """v10 and v11 carry a topic id and a nullable name, but name topics only by name (as
+    Kafka's ``KafkaApis``: INVALID_REQUEST for the whole request)."""
+    if context.api_version >= TOPIC_IDS_VERSION:
+        return
+    for topic in request.topics or ():
+        if topic.name is None or topic.topic_id != ZERO_UUID:
+            raise InvalidRequestError(
+                f"Metadata v{context.api_version} names topics by name only (null name or topic id)")
 
 
 def _authorized_operations(
@@ -153,8 +170,9 @@ def _error(name: str | None, topic_id: UUID, error: KafkaError) -> MetadataRespo
 
 
 def error_response(request: MetadataRequest, error: KafkaError) -> MetadataResponse:
+    # Kafka's getErrorResponse: "" for a null name, which responses before v12 cannot carry.
     return MetadataResponse(
-        topics=[_error(topic.name, topic.topic_id, error) for topic in request.topics or ()]
+        topics=[_error(topic.name or "", topic.topic_id, error) for topic in request.topics or ()]
     )
 
 

@@ -12,7 +12,8 @@ group's ``__consumer_offsets`` partition as one batch (the response is sent afte
 on one node that is acks=all). A failed append answers those partitions with Kafka's mapped
 coordinator error (KAFKA_STORAGE_ERROR -> NOT_COORDINATOR, ...). Metadata round-trips (null is
 stored as ""); the commit timestamp is the broker's time; ``retention_time_ms`` (v2–v4, not -1)
-sets an expire timestamp, written as OffsetCommitValue v1 as Kafka does.
+sets an expire timestamp (at most the largest int64), written as OffsetCommitValue v1 as Kafka
+does.
 
 Not implemented: the new consumer-group protocol's member epochs (v9 validates classic groups
 only), transactions, quotas (throttle_time_ms is 0).
@@ -33,7 +34,7 @@ from broker.group.offsets import (
     coordinator_error_code,
     validate_offset_commit,
 )
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, UnknownServerError
 from protocol.messages.offset_commit_request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -47,6 +48,7 @@ from protocol.messages.offset_commit_response import (
 logger = logging.getLogger("samsa.broker.apis.offset_commit")
 
 DEFAULT_RETENTION_TIME_MS = -1
+INT64_MAX = 2**63 - 1
 
 
 def handle(context: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
@@ -68,7 +70,9 @@ def handle(context: RequestContext, request: OffsetCommitRequest) -> OffsetCommi
     now_ms = broker.clock.milliseconds()
     expire_ms = None
     if context.api_version <= 4 and request.retention_time_ms != DEFAULT_RETENTION_TIME_MS:
-        expire_ms = now_ms + request.retention_time_ms
+        # Kafka's long addition wraps a huge retention into the past; an int64 cannot hold
+        # the sum here, so it saturates: "never" stays never.
+        expire_ms = min(now_ms + request.retention_time_ms, INT64_MAX)
     response = OffsetCommitResponse()
     accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
     readable = filter_authorized(context, AclOperation.READ, ResourceType.TOPIC,
@@ -116,16 +120,22 @@ def _store(
     try:
         context.broker.offset_store.commit(group_id, accepted)
         return
-    except KafkaError as error:
-        logger.warning("committing offsets of group %s failed: %s", group_id, error)
-        code = coordinator_error_code(error)
-    except Exception:
-        logger.exception("committing offsets of group %s failed", group_id)
-        code = ErrorCode.UNKNOWN_SERVER_ERROR
+    except Exception as error:
+        code = _failure_code(group_id, error)
     for topic in response.topics:
         for answer in topic.partitions:
             if (topic.name, answer.partition_index) in accepted:
                 answer.error_code = code
+
+
+def _failure_code(group_id: str, error: Exception) -> int:
+    """Kafka's mapped coordinator error; anything unexpected (an encoder's EncodeError
+    included, which is an UnknownServerError) is a bug: logged with its traceback."""
+    if isinstance(error, KafkaError) and not isinstance(error, UnknownServerError):
+        logger.warning("committing offsets of group %s failed: %s", group_id, error)
+        return coordinator_error_code(error)
+    logger.error("committing offsets of group %s failed", group_id, exc_info=error)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def error_response(request: OffsetCommitRequest, error: KafkaError | int) -> OffsetCommitResponse:

@@ -9,6 +9,10 @@ RECORD_LIST_TOO_LARGE (more bytes than ``segment.bytes``), INVALID_TIMESTAMP,
 KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for the whole request. With acks=0 nothing is sent
 back, and an error closes the connection (as Kafka does, so the producer notices).
 
+ApiVersions lists Produce from v0, as Kafka 4 does (KAFKA-18659): librdkafka before 2.10 (Debian's
+kcat 1.7.1 has 2.0.2) compresses only if the broker lists Produce v0. A v0-v2 request is
+answered UNSUPPORTED_VERSION (Kafka closes the connection instead).
+
 Idempotent producers (``storage.producer_state``): OUT_OF_ORDER_SEQUENCE_NUMBER,
 INVALID_PRODUCER_EPOCH. A retried batch (a duplicate of one of the producer's last 5) is
 answered as Kafka does: error NONE with the original base offset, and nothing is appended. A
@@ -233,5 +237,6 @@ SPEC = register(
         handle=handle,
         error_response=error_response,
         name="Produce",
+        advertised_min_version=0,  # KAFKA-18659: v0-v2 listed, answered UNSUPPORTED_VERSION
     )
 )

@@ -7,12 +7,13 @@ from broker.apis.api_versions import supported_versions, unsupported_version_fra
 from protocol.messages import REQUESTS
 from protocol.messages.api_versions_response import ApiVersionsResponse
 
-# Kafka 4.0's lowest versions (KIP-896) for what this broker serves.
+# Kafka 4's lowest versions (KIP-896) for what this broker serves; FindCoordinator v0 and
+# JoinGroup v0-v1 as Kafka 4.0.1+ serves them (KAFKA-19444: librdkafka before 2.11 needs them).
 KAFKA_4_MINIMUM = {
     0: 3, 1: 4, 2: 1, 3: 0, 18: 0, 19: 2, 20: 1, 21: 0, 22: 0, 23: 2, 32: 1, 33: 0, 35: 1,
     37: 0, 44: 0, 60: 0, 34: 1, 43: 0, 75: 0,
     8: 2, 9: 1, 47: 0,  # OffsetCommit, OffsetFetch, OffsetDelete
-    10: 1, 11: 2, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 42: 0,  # the classic group APIs
+    10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 42: 0,  # the classic group APIs
     24: 0, 25: 0, 26: 0, 27: 1, 28: 0, 65: 0, 66: 0,  # transactions (WriteTxnMarkers v0 is gone)
     29: 1, 30: 1, 31: 1,  # DescribeAcls, CreateAcls, DeleteAcls (v0 is gone)
     55: 0,  # DescribeQuorum
@@ -32,7 +33,9 @@ def test_every_module_registers_its_range_up_to_the_schema_maximum() -> None:
 def test_api_versions_lists_the_registry() -> None:
     registry = load_apis()
     listed = {v.api_key: (v.min_version, v.max_version) for v in supported_versions()}
-    assert listed == {key: (s.min_version, s.max_version) for key, s in registry.items()}
+    assert listed == {key: s.advertised_range for key, s in registry.items()}
+    # Listed from v0, served from v3, as Kafka 4 (KAFKA-18659).
+    assert listed[0] == (0, registry[0].max_version) and registry[0].min_version == 3
 
 
 def test_unsupported_api_versions_reply_is_v0_with_our_range() -> None:
