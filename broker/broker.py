@@ -23,10 +23,11 @@ from broker.fetch_session import FetchSessionCache
 from broker.group.coordinator import GroupCoordinator
 from broker.group.loading import OffsetsLoader
 from broker.group.offsets import OffsetsConfig, OffsetStore
-from broker.replica_manager import ReplicaManager
 from broker.transaction.service import TransactionService
+from replication.controller.local import LocalController
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.partition import Waiter
+from replication.replica_manager import ReplicaManager
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.log import Log
@@ -48,6 +49,7 @@ class Broker:
     clock: Clock
     log_manager: LogManager
     replica_manager: ReplicaManager
+    controller: LocalController  # every metadata write: replication.controller
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
     offset_store: OffsetStore
@@ -75,11 +77,16 @@ class Broker:
             log_manager,
             node_id=config.node_id,
             clock=clock,
-            default_num_partitions=config.num_partitions,
-            default_replication_factor=config.default_replication_factor,
             metadata_log_config=config.metadata_log_config,
         )
-        offset_store = OffsetStore(replica_manager, config=offsets_config(config), clock=clock)
+        controller = LocalController(
+            node_id=config.node_id,
+            default_num_partitions=config.num_partitions,
+            default_replication_factor=config.default_replication_factor,
+            default_config=lambda: log_manager.default_config,
+        )
+        offset_store = OffsetStore(replica_manager, controller, config=offsets_config(config),
+                                   clock=clock)
         group_coordinator = GroupCoordinator(config=config.group_config, clock=clock, store=offset_store,
                                              partition_for=offset_store.partition_for)
         broker = cls(
@@ -87,13 +94,14 @@ class Broker:
             clock=clock,
             log_manager=log_manager,
             replica_manager=replica_manager,
+            controller=controller,
             fetch_sessions=FetchSessionCache(clock=clock),
             group_coordinator=group_coordinator,
             offset_store=offset_store,
             offsets_loader=OffsetsLoader(offset_store, group_coordinator),
             transactions=TransactionService.create(
                 config.transaction_config, clock=clock, replica_manager=replica_manager,
-                offset_store=offset_store, offsets_partition_loading=group_coordinator.is_loading,
+                controller=controller, offset_store=offset_store, offsets_partition_loading=group_coordinator.is_loading,
             ),
             advertised=config.advertised_listeners,
         )
@@ -114,6 +122,8 @@ class Broker:
         self.cluster_id = read_or_create_cluster_id(self.config.log_dirs, self.config.node_id)
         self.log_manager.startup()
         self.replica_manager.startup()
+        assert self.replica_manager.metadata_log is not None
+        self.controller.start(self.replica_manager.metadata_log)
         self.offsets_loader.schedule()
         self.transactions.load()  # before serving: no COORDINATOR_LOAD_IN_PROGRESS window
 

@@ -16,21 +16,25 @@ does not know is kept as a custom config, as Kafka's ``customPropsAllowed`` (and
 sensitive, its type being unknown). Samsa-only keys (``metrics.port``) are read-only too.
 
 Pure functions over the static ``BrokerConfig`` and the metadata image, but ``alter_resource``
-(the common path of AlterConfigs and IncrementalAlterConfigs: check, plan the ConfigRecords,
-append and apply them); the broker's event loop calls them.
+(the common path of AlterConfigs and IncrementalAlterConfigs: check the request and the broker
+configs, then propose the changes to the controller, which plans the ConfigRecords); the
+broker's event loop calls them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from broker.commits import refusal, when_committed
 from broker.config import BROKER_KEYS, BrokerConfig
 from broker.sasl.config import is_security_key
-from protocol.errors import InvalidRequestError
-from replication.metadata.config_control import Changes, current_configs, plan_config_records
+from protocol.errors import InvalidRequestError, KafkaError
+from replication.controller.proposal import Proposal
+from replication.metadata.config_control import Changes, current_configs
 from replication.metadata.group_config import group_config_values
 from replication.metadata.image import (
     BROKER_RESOURCE_TYPE,
@@ -51,6 +55,7 @@ __all__ = [
     "ConfigEntry",
     "ConfigSource",
     "Synonym",
+    "alter_each",
     "alter_resource",
     "broker_defaults",
     "check_alter_request",
@@ -344,10 +349,10 @@ def alter_resource(
     changes_of: Callable[[dict[str, str]], Changes],
     *,
     validate_only: bool,
-) -> None:
-    """Change one resource's dynamic configs; ``changes_of(current)`` gives the new values."""
-    manager = broker.replica_manager
-    image = manager.image
+) -> Proposal[None]:
+    """Propose a change of one resource's dynamic configs to the controller;
+    ``changes_of(current)`` gives the new values. Raises a refusal found before proposing."""
+    image = broker.controller.image
     if resource_type not in (TOPIC_RESOURCE_TYPE, BROKER_RESOURCE_TYPE, GROUP_RESOURCE_TYPE):
         raise InvalidRequestError(f"Unknown resource type {resource_type}")
     current = current_configs(image, resource_type, name)
@@ -357,11 +362,7 @@ def alter_resource(
             _check_node_id(name, broker.node_id)
         resulting = {k: v for k, v in {**current, **changes}.items() if v is not None}
         validate_broker_configs(broker.config, image, broker.node_id, name, resulting)
-    records = plan_config_records(
-        image, resource_type, name, changes, default_config=manager.default_config
-    )
-    if not validate_only:
-        manager.alter_configs(records)
+    return broker.controller.alter_configs(resource_type, name, changes, validate_only=validate_only)
 
 
 def _check_node_id(name: str, node_id: int) -> None:
@@ -371,3 +372,33 @@ def _check_node_id(name: str, node_id: int) -> None:
         raise InvalidRequestError(f"Node id must be an integer, but it is: {name}") from None
     if requested != node_id:
         raise InvalidRequestError(f"Unexpected broker id, expected {node_id}, but received {name}")
+
+
+class ConfigResource(Protocol):
+    resource_type: int
+    resource_name: str
+
+
+Resource = TypeVar("Resource", bound=ConfigResource)
+Result = TypeVar("Result")
+Response = TypeVar("Response")
+
+
+def alter_each(
+    resources: Sequence[Resource],
+    alter: Callable[[Resource], Proposal[None]],
+    result: Callable[[Resource, KafkaError | None], Result],
+    response: Callable[[list[Result]], Response],
+) -> Response | Awaitable[Response]:
+    """AlterConfigs / IncrementalAlterConfigs: ``alter`` each resource named once (one named
+    twice is INVALID_REQUEST), then answer with each one's ``result`` once all are committed."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    outcomes = [
+        (resource, Proposal[None].refused(InvalidRequestError("Each resource must appear at most once."))
+         if counts[(resource.resource_type, resource.resource_name)] > 1 else alter(resource))
+        for resource in resources
+    ]
+    return when_committed([proposal for _, proposal in outcomes], lambda: response([
+        result(resource, refusal(proposal, f"altering configs of {resource!r}"))
+        for resource, proposal in outcomes
+    ]))

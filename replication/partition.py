@@ -170,6 +170,19 @@ class Partition:
             return leader_epoch, self.log_end_offset
         return leader_epoch, self.log_start_offset
 
+    def make_leader(self, *, leader_id: int, leader_epoch: int, replicas: tuple[int, ...],
+                    isr: tuple[int, ...]) -> None:
+        """Kafka's ``Partition.makeLeader`` as the metadata image says (this node leads)."""
+        self.leader_id, self.leader_epoch = leader_id, leader_epoch
+        self.replicas, self.isr = replicas, isr
+
+    def make_follower(self, *, leader_id: int, leader_epoch: int, replicas: tuple[int, ...],
+                      isr: tuple[int, ...]) -> None:
+        """Kafka's ``Partition.makeFollower``: another node leads; recorded only (fetching
+        from the leader is the follower fetcher's work)."""
+        self.leader_id, self.leader_epoch = leader_id, leader_epoch
+        self.replicas, self.isr = replicas, isr
+
     def add_waiter(self, key: int, waiter: Waiter) -> None:
         self._waiters[key] = waiter
 

@@ -16,63 +16,56 @@ Not implemented: BROKER_LOGGER (Kafka rejects it here too) and CLIENT_METRICS re
 
 Authorization (with an authorizer): ALTER_CONFIGS on the topic, the cluster (broker
 resources) or the group, else TOPIC_ / CLUSTER_ / GROUP_AUTHORIZATION_FAILED.
+
+Each change is proposed to the controller (``replication.controller``); the response is sent once
+they are committed (at once on a single node).
 """
 
 from __future__ import annotations
 
-import logging
-from collections import Counter
+from collections.abc import Awaitable
 
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import config_resource_error
 from broker.auth.acl import AclOperation
-from broker.config_admin import alter_resource, check_alter_request
-from protocol.errors import InvalidRequestError, KafkaError, UnknownServerError
+from broker.config_admin import alter_each, alter_resource, check_alter_request
+from protocol.errors import KafkaError
 from protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
 from protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
 )
+from replication.controller.proposal import Proposal
 from replication.metadata.config_control import legacy_changes
 
-logger = logging.getLogger("samsa.broker.apis.alter_configs")
 
-
-def handle(context: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
-    response = AlterConfigsResponse()
-    for resource in request.resources:
-        if counts[(resource.resource_type, resource.resource_name)] > 1:
-            error = InvalidRequestError("Each resource must appear at most once.")
-            response.responses.append(_result(resource, error))
-        else:
-            response.responses.append(_alter(context, resource, request.validate_only))
-    return response
+def handle(
+    context: RequestContext, request: AlterConfigsRequest
+) -> AlterConfigsResponse | Awaitable[AlterConfigsResponse]:
+    return alter_each(request.resources,
+                      lambda resource: _alter(context, resource, request.validate_only),
+                      _result, lambda results: AlterConfigsResponse(responses=results))
 
 
 def _alter(
     context: RequestContext, resource: AlterConfigsResource, validate_only: bool
-) -> AlterConfigsResourceResponse:
+) -> Proposal[None]:
     denied = config_resource_error(context, resource.resource_type, resource.resource_name,
                                    AclOperation.ALTER_CONFIGS)
     if denied is not None:
-        return _result(resource, denied)
+        return Proposal.refused(denied)
     try:
         check_alter_request(
             [config.name for config in resource.configs],
             [config.name for config in resource.configs if config.value is None],
         )
         configs = {config.name: config.value or "" for config in resource.configs}
-        alter_resource(
+        return alter_resource(
             context.broker, resource.resource_type, resource.resource_name,
             lambda current: legacy_changes(current, configs), validate_only=validate_only,
         )
-    except KafkaError as error:
-        return _result(resource, error)
-    except Exception:
-        logger.exception("altering configs of %r failed", resource)
-        return _result(resource, UnknownServerError())
-    return _result(resource, None)
+    except Exception as error:  # a Kafka refusal, or UNKNOWN_SERVER_ERROR logged by ``refusal``
+        return Proposal.refused(error)
 
 
 def _result(

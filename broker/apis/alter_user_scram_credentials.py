@@ -11,13 +11,19 @@ kept. A credential takes effect for the next authentication; connections already
 authenticated keep their session. Served on every listener, PLAINTEXT included.
 
 Authorization (with an authorizer): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+
+The changes are proposed to the controller (``replication.controller``); the response is sent once
+they are committed (at once on a single node).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import authorize_cluster
 from broker.auth.acl import AclOperation
+from broker.commits import refusal, when_committed
 from protocol.errors import ClusterAuthorizationFailedError, KafkaError
 from protocol.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
@@ -26,31 +32,36 @@ from protocol.messages.alter_user_scram_credentials_response import (
     AlterUserScramCredentialsResponse,
     AlterUserScramCredentialsResult,
 )
-from replication.metadata.scram import Deletion, Upsertion, plan_alter_credentials
+from replication.controller.proposal import Proposal
+from replication.metadata.scram import AlterResult, Deletion, Upsertion
 
 
 def handle(
     context: RequestContext, request: AlterUserScramCredentialsRequest
-) -> AlterUserScramCredentialsResponse:
+) -> AlterUserScramCredentialsResponse | Awaitable[AlterUserScramCredentialsResponse]:
     if not authorize_cluster(context, AclOperation.ALTER):
         return error_response(request, ClusterAuthorizationFailedError())
-    replica_manager = context.broker.replica_manager
-    records, results = plan_alter_credentials(
-        replica_manager.image.scram,
+    proposal = context.broker.controller.alter_scram(
         [Deletion(d.name, d.mechanism) for d in request.deletions],
         [Upsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
          for u in request.upsertions],
     )
-    if records:
-        assert replica_manager.metadata_log is not None
-        replica_manager.metadata_log.append(records)
+    return when_committed([proposal], lambda: _response(request, proposal))
+
+
+def _response(
+    request: AlterUserScramCredentialsRequest, proposal: Proposal[list[AlterResult]]
+) -> AlterUserScramCredentialsResponse:
+    error = refusal(proposal, "altering SCRAM credentials")
+    if error is not None:
+        return error_response(request, error)
     return AlterUserScramCredentialsResponse(results=[
         AlterUserScramCredentialsResult(
             user=result.user,
             error_code=0 if result.error is None else result.error.code,
             error_message=None if result.error is None else result.error.message,
         )
-        for result in results
+        for result in proposal.result()
     ])
 
 

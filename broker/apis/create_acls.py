@@ -8,31 +8,44 @@ type other than LITERAL or PREFIXED, a permission other than ALLOW/DENY, an empt
 CLUSTER name other than "kafka-cluster", a principal not "Type:name" -> INVALID_REQUEST with
 Kafka's message); the valid ones are written as AccessControlEntryRecords in one metadata
 batch. Creating an ACL that exists already succeeds without writing it again.
+
+The changes are proposed to the controller (``replication.controller``); the response is sent once
+they are committed (at once on a single node).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import acl_api_refusal
 from broker.auth.acl import AclOperation
-from broker.auth.control import plan_create_acls
+from broker.commits import refusal, when_committed
 from protocol.errors import KafkaError
 from protocol.messages.create_acls_request import AclCreation, CreateAclsRequest
 from protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
+from replication.controller.proposal import Proposal
 from replication.metadata.acls import StandardAcl
 
 
-def handle(context: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    refusal = acl_api_refusal(context, AclOperation.ALTER, "ALTER", "No Authorizer is configured.")
-    if refusal is not None:
-        return error_response(request, refusal)
-    replica_manager = context.broker.replica_manager
-    acls = [_binding(creation) for creation in request.creations]
-    errors, records = plan_create_acls(replica_manager.image.acls, acls)
-    if records:
-        assert replica_manager.metadata_log is not None
-        replica_manager.metadata_log.append(records)
-    return CreateAclsResponse(results=[_result(error) for error in errors])
+def handle(
+    context: RequestContext, request: CreateAclsRequest
+) -> CreateAclsResponse | Awaitable[CreateAclsResponse]:
+    denied = acl_api_refusal(context, AclOperation.ALTER, "ALTER", "No Authorizer is configured.")
+    if denied is not None:
+        return error_response(request, denied)
+    proposal = context.broker.controller.create_acls(
+        [_binding(creation) for creation in request.creations])
+    return when_committed([proposal], lambda: _response(request, proposal))
+
+
+def _response(
+    request: CreateAclsRequest, proposal: Proposal[list[KafkaError | None]]
+) -> CreateAclsResponse:
+    error = refusal(proposal, "creating ACLs")
+    if error is not None:
+        return error_response(request, error)
+    return CreateAclsResponse(results=[_result(error) for error in proposal.result()])
 
 
 def _binding(creation: AclCreation) -> StandardAcl:

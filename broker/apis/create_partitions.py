@@ -12,20 +12,23 @@ Not implemented: quotas (THROTTLING_QUOTA_EXCEEDED), ACLs; ``timeout_ms`` is not
 change is complete when the response is sent).
 
 Authorization (with an authorizer): ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED.
+
+Each change is proposed to the controller (``replication.controller``); the response is sent once
+they are committed (at once on a single node).
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Awaitable
 
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import authorize
 from broker.auth.acl import AclOperation, ResourceType
+from broker.commits import refusal, when_committed
 from protocol.errors import (
     InvalidRequestError,
     KafkaError,
     TopicAuthorizationFailedError,
-    UnknownServerError,
 )
 from protocol.messages.create_partitions_request import (
     CreatePartitionsRequest,
@@ -35,40 +38,33 @@ from protocol.messages.create_partitions_response import (
     CreatePartitionsResponse,
     CreatePartitionsTopicResult,
 )
+from replication.controller.interface import NewPartitions
+from replication.controller.proposal import Proposal
 
-logger = logging.getLogger("samsa.broker.apis.create_partitions")
 
-
-def handle(context: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+def handle(
+    context: RequestContext, request: CreatePartitionsRequest
+) -> CreatePartitionsResponse | Awaitable[CreatePartitionsResponse]:
     names = [topic.name for topic in request.topics]
     duplicates = {name for name in names if names.count(name) > 1}
-    response = CreatePartitionsResponse()
-    for name in sorted(duplicates):
-        response.results.append(_result(name, InvalidRequestError("Duplicate topic name.")))
-    for topic in request.topics:
-        if topic.name not in duplicates:
-            response.results.append(_create(context, topic, request.validate_only))
-    return response
+    refused = [_result(name, InvalidRequestError("Duplicate topic name.")) for name in sorted(duplicates)]
+    outcomes = [(topic.name, _propose(context, topic, request.validate_only))
+                for topic in request.topics if topic.name not in duplicates]
+    return when_committed([proposal for _, proposal in outcomes], lambda: CreatePartitionsResponse(
+        results=refused + [_result(name, refusal(proposal, f"creating partitions of {name!r}"))
+                           for name, proposal in outcomes]))
 
 
-def _create(
+def _propose(
     context: RequestContext, topic: CreatePartitionsTopic, validate_only: bool
-) -> CreatePartitionsTopicResult:
+) -> Proposal[None]:
     if not authorize(context, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
-        return _result(topic.name, TopicAuthorizationFailedError())
+        return Proposal.refused(TopicAuthorizationFailedError())
     assignments = None
     if topic.assignments is not None:
         assignments = [list(assignment.broker_ids) for assignment in topic.assignments]
-    try:
-        context.broker.replica_manager.create_partitions(
-            topic.name, topic.count, assignments=assignments, validate_only=validate_only
-        )
-    except KafkaError as error:
-        return _result(topic.name, error)
-    except Exception:
-        logger.exception("creating partitions of %r failed", topic.name)
-        return _result(topic.name, UnknownServerError())
-    return _result(topic.name, None)
+    request = NewPartitions(topic.name, topic.count, assignments)
+    return context.broker.controller.create_partitions([request], validate_only=validate_only)[0]
 
 
 def _result(name: str, error: KafkaError | None) -> CreatePartitionsTopicResult:

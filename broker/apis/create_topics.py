@@ -16,21 +16,24 @@ Not implemented: create-topic policies, quotas.
 
 Authorization (with an authorizer): CREATE on the cluster or on the topic, else
 TOPIC_AUTHORIZATION_FAILED.
+
+Each change is proposed to the controller (``replication.controller``); the response is sent once
+they are committed (at once on a single node).
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Awaitable
 
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import authorize, authorize_cluster
 from broker.auth.acl import AclOperation, ResourceType
+from broker.commits import refusal, when_committed
 from protocol.codec import ZERO_UUID
 from protocol.errors import (
     InvalidRequestError,
     KafkaError,
     TopicAuthorizationFailedError,
-    UnknownServerError,
 )
 from protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.messages.create_topics_response import (
@@ -38,47 +41,45 @@ from protocol.messages.create_topics_response import (
     CreatableTopicResult,
     CreateTopicsResponse,
 )
+from replication.controller.interface import NewTopic
+from replication.controller.proposal import Proposal
 from replication.metadata.controller import TopicPlan
-
-logger = logging.getLogger("samsa.broker.apis.create_topics")
 
 DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigs ConfigSource.DEFAULT_CONFIG
 TOPIC_CONFIG_SOURCE = 1  # ConfigSource.TOPIC_CONFIG
 
 
-def handle(context: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+def handle(
+    context: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse | Awaitable[CreateTopicsResponse]:
     names = [topic.name for topic in request.topics]
     duplicates = {name for name in names if names.count(name) > 1}
-    response = CreateTopicsResponse()
-    for name in sorted(duplicates):
-        response.topics.append(_failed(name, InvalidRequestError("Duplicate topic name.")))
+    refused = [_failed(name, InvalidRequestError("Duplicate topic name.")) for name in sorted(duplicates)]
     may_create_any = authorize_cluster(context, AclOperation.CREATE)
-    for topic in request.topics:
-        if topic.name in duplicates:
-            continue
-        if may_create_any or authorize(context, AclOperation.CREATE, ResourceType.TOPIC, topic.name):
-            response.topics.append(_create(context, topic, request.validate_only))
-        else:
-            response.topics.append(_failed(topic.name, TopicAuthorizationFailedError()))
-    return response
+    outcomes = [
+        (topic, _propose(context, topic, request.validate_only)
+         if may_create_any or authorize(context, AclOperation.CREATE, ResourceType.TOPIC, topic.name)
+         else Proposal[TopicPlan].refused(TopicAuthorizationFailedError()))
+        for topic in request.topics if topic.name not in duplicates
+    ]
+    return when_committed([proposal for _, proposal in outcomes], lambda: CreateTopicsResponse(
+        topics=refused + [_outcome(topic, proposal) for topic, proposal in outcomes]))
 
 
-def _create(context: RequestContext, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
-    try:
-        plan = context.broker.replica_manager.create_topic(
-            topic.name,
-            num_partitions=topic.num_partitions,
-            replication_factor=topic.replication_factor,
-            configs={config.name: config.value for config in topic.configs},
-            assignments=[(a.partition_index, a.broker_ids) for a in topic.assignments],
-            validate_only=validate_only,
-        )
-    except KafkaError as error:
-        return _failed(topic.name, error)
-    except Exception:
-        logger.exception("creating topic %r failed", topic.name)
-        return _failed(topic.name, UnknownServerError())
-    return _created(topic, plan)
+def _propose(context: RequestContext, topic: CreatableTopic, validate_only: bool) -> Proposal[TopicPlan]:
+    new_topic = NewTopic(
+        topic.name,
+        num_partitions=topic.num_partitions,
+        replication_factor=topic.replication_factor,
+        configs={config.name: config.value for config in topic.configs},
+        assignments=[(a.partition_index, a.broker_ids) for a in topic.assignments],
+    )
+    return context.broker.controller.create_topics([new_topic], validate_only=validate_only)[0]
+
+
+def _outcome(topic: CreatableTopic, proposal: Proposal[TopicPlan]) -> CreatableTopicResult:
+    error = refusal(proposal, f"creating topic {topic.name!r}")
+    return _created(topic, proposal.result()) if error is None else _failed(topic.name, error)
 
 
 def _created(topic: CreatableTopic, plan: TopicPlan) -> CreatableTopicResult:

@@ -5,14 +5,19 @@ the cluster (else CLUSTER_AUTHORIZATION_FAILED for every filter); without an aut
 filter answers SECURITY_DISABLED. Each filter is checked on its own (an UNKNOWN or undefined
 code -> INVALID_REQUEST) and lists the ACLs it matched; every matched ACL is removed with one
 RemoveAccessControlEntryRecord, all in one metadata batch.
+
+The changes are proposed to the controller (``replication.controller``); the response is sent once
+they are committed (at once on a single node).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import acl_api_refusal
 from broker.auth.acl import AclBindingFilter, AclOperation
-from broker.auth.control import DeleteResult, plan_delete_acls
+from broker.commits import refusal, when_committed
 from protocol.errors import KafkaError
 from protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
 from protocol.messages.delete_acls_response import (
@@ -20,19 +25,25 @@ from protocol.messages.delete_acls_response import (
     DeleteAclsMatchingAcl,
     DeleteAclsResponse,
 )
+from replication.controller.proposal import Proposal
+from replication.metadata.acl_control import DeleteResult
 
 
-def handle(context: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-    refusal = acl_api_refusal(context, AclOperation.ALTER, "ALTER", "No Authorizer is configured.")
-    if refusal is not None:
-        return error_response(request, refusal)
-    replica_manager = context.broker.replica_manager
-    filters = [_filter(item) for item in request.filters]
-    results, records = plan_delete_acls(replica_manager.image.acls, filters)
-    if records:
-        assert replica_manager.metadata_log is not None
-        replica_manager.metadata_log.append(records)
-    return DeleteAclsResponse(filter_results=[_result(result) for result in results])
+def handle(
+    context: RequestContext, request: DeleteAclsRequest
+) -> DeleteAclsResponse | Awaitable[DeleteAclsResponse]:
+    denied = acl_api_refusal(context, AclOperation.ALTER, "ALTER", "No Authorizer is configured.")
+    if denied is not None:
+        return error_response(request, denied)
+    proposal = context.broker.controller.delete_acls([_filter(item) for item in request.filters])
+    return when_committed([proposal], lambda: _response(request, proposal))
+
+
+def _response(request: DeleteAclsRequest, proposal: Proposal[list[DeleteResult]]) -> DeleteAclsResponse:
+    error = refusal(proposal, "deleting ACLs")
+    if error is not None:
+        return error_response(request, error)
+    return DeleteAclsResponse(filter_results=[_result(result) for result in proposal.result()])
 
 
 def _filter(item: DeleteAclsFilter) -> AclBindingFilter:

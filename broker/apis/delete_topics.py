@@ -9,36 +9,42 @@ Not implemented: quotas (THROTTLING_QUOTA_EXCEEDED), ``delete.topic.enable``.
 
 Authorization (with an authorizer): DELETE on the topic (by id: DESCRIBE too), else
 TOPIC_AUTHORIZATION_FAILED.
+
+Each change is proposed to the controller (``replication.controller``); the response is sent once
+they are committed (at once on a single node).
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Awaitable
 from uuid import UUID
 
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import authorize
 from broker.auth.acl import AclOperation, ResourceType
+from broker.commits import refusal, when_committed
 from protocol.codec import ZERO_UUID
 from protocol.errors import (
     InvalidRequestError,
     KafkaError,
     TopicAuthorizationFailedError,
-    UnknownServerError,
 )
 from protocol.messages.delete_topics_request import DeleteTopicsRequest
 from protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
-
-logger = logging.getLogger("samsa.broker.apis.delete_topics")
+from replication.controller.interface import TopicToDelete
+from replication.controller.proposal import Proposal
+from replication.metadata.image import TopicImage
 
 FIRST_TOPIC_STATE_VERSION = 6
 
 
-def handle(context: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    response = DeleteTopicsResponse()
-    for name, topic_id in _targets(context.api_version, request):
-        response.responses.append(_delete(context, name, topic_id))
-    return response
+def handle(
+    context: RequestContext, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse | Awaitable[DeleteTopicsResponse]:
+    outcomes = [(name, topic_id, _propose(context, name, topic_id))
+                for name, topic_id in _targets(context.api_version, request)]
+    return when_committed([proposal for *_, proposal in outcomes], lambda: DeleteTopicsResponse(
+        responses=[_outcome(*outcome) for outcome in outcomes]))
 
 
 def _targets(version: int, request: DeleteTopicsRequest) -> list[tuple[str | None, UUID]]:
@@ -47,20 +53,22 @@ def _targets(version: int, request: DeleteTopicsRequest) -> list[tuple[str | Non
     return [(topic.name, topic.topic_id) for topic in request.topics]
 
 
-def _delete(context: RequestContext, name: str | None, topic_id: UUID) -> DeletableTopicResult:
+def _propose(context: RequestContext, name: str | None, topic_id: UUID) -> Proposal[TopicImage]:
     try:
         if (name is None) == (topic_id == ZERO_UUID):
             raise InvalidRequestError("give either a topic name or a topic id")
         _authorize(context, name, topic_id)
-        if name is not None:
-            topic = context.broker.replica_manager.delete_topic(name=name)
-        else:
-            topic = context.broker.replica_manager.delete_topic(topic_id=topic_id)
     except KafkaError as error:
+        return Proposal.refused(error)
+    target = TopicToDelete(name=name) if name is not None else TopicToDelete(topic_id=topic_id)
+    return context.broker.controller.delete_topics([target])[0]
+
+
+def _outcome(name: str | None, topic_id: UUID, proposal: Proposal[TopicImage]) -> DeletableTopicResult:
+    error = refusal(proposal, f"deleting topic {name!r} ({topic_id})")
+    if error is not None:
         return _failed(name, topic_id, error)
-    except Exception:
-        logger.exception("deleting topic %r (%s) failed", name, topic_id)
-        return _failed(name, topic_id, UnknownServerError())
+    topic = proposal.result()
     return DeletableTopicResult(name=topic.name, topic_id=topic.topic_id, error_code=0)
 
 
@@ -69,7 +77,7 @@ def _authorize(context: RequestContext, name: str | None, topic_id: UUID) -> Non
     if context.broker.authorizer is None:
         return
     if name is None:
-        topic = context.broker.replica_manager.topic_by_id(topic_id)
+        topic = context.broker.controller.image.topics_by_id.get(topic_id)
         if topic is None:
             return  # UNKNOWN_TOPIC_ID from the deletion itself
         name = topic.name

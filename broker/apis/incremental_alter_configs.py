@@ -19,12 +19,14 @@ Not implemented: BROKER_LOGGER (log levels) and CLIENT_METRICS resources
 
 Authorization (with an authorizer): ALTER_CONFIGS on the topic, the cluster (broker
 resources) or the group, else TOPIC_ / CLUSTER_ / GROUP_AUTHORIZATION_FAILED.
+
+Each change is proposed to the controller (``replication.controller``); the response is sent once
+they are committed (at once on a single node).
 """
 
 from __future__ import annotations
 
-import logging
-from collections import Counter
+from collections.abc import Awaitable
 
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import config_resource_error
@@ -32,11 +34,12 @@ from broker.auth.acl import AclOperation
 from broker.config_admin import (
     BROKER_LIST_KEYS,
     TOPIC_LIST_KEYS,
+    alter_each,
     alter_resource,
     broker_defaults,
     check_alter_request,
 )
-from protocol.errors import InvalidRequestError, KafkaError, UnknownServerError
+from protocol.errors import InvalidRequestError, KafkaError
 from protocol.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
@@ -45,6 +48,7 @@ from protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse,
     IncrementalAlterConfigsResponse,
 )
+from replication.controller.proposal import Proposal
 from replication.metadata.config_control import (
     DELETE,
     AlterOperation,
@@ -55,32 +59,24 @@ from replication.metadata.group_config import GROUP_CONFIG_DEFAULTS
 from replication.metadata.image import GROUP_RESOURCE_TYPE, TOPIC_RESOURCE_TYPE
 from storage.config import LogConfig
 
-logger = logging.getLogger("samsa.broker.apis.incremental_alter_configs")
-
 BROKER_LOGGER_RESOURCE_TYPE = 8
 
 
 def handle(
     context: RequestContext, request: IncrementalAlterConfigsRequest
-) -> IncrementalAlterConfigsResponse:
-    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
-    response = IncrementalAlterConfigsResponse()
-    for resource in request.resources:
-        if counts[(resource.resource_type, resource.resource_name)] > 1:
-            error = InvalidRequestError("Each resource must appear at most once.")
-            response.responses.append(_result(resource, error))
-        else:
-            response.responses.append(_alter(context, resource, request.validate_only))
-    return response
+) -> IncrementalAlterConfigsResponse | Awaitable[IncrementalAlterConfigsResponse]:
+    return alter_each(request.resources,
+                      lambda resource: _alter(context, resource, request.validate_only),
+                      _result, lambda results: IncrementalAlterConfigsResponse(responses=results))
 
 
 def _alter(
     context: RequestContext, resource: AlterConfigsResource, validate_only: bool
-) -> AlterConfigsResourceResponse:
+) -> Proposal[None]:
     denied = config_resource_error(context, resource.resource_type, resource.resource_name,
                                    AclOperation.ALTER_CONFIGS)
     if denied is not None:
-        return _result(resource, denied)
+        return Proposal.refused(denied)
     try:
         check_alter_request(
             [config.name for config in resource.configs],
@@ -89,17 +85,13 @@ def _alter(
         if resource.resource_type == BROKER_LOGGER_RESOURCE_TYPE:
             raise InvalidRequestError("BROKER_LOGGER resources are not supported by Samsa")
         operations = [AlterOperation(c.name, c.config_operation, c.value) for c in resource.configs]
-        alter_resource(
+        return alter_resource(
             context.broker, resource.resource_type, resource.resource_name,
             lambda current: _changes(resource.resource_type, current, operations),
             validate_only=validate_only,
         )
-    except KafkaError as error:
-        return _result(resource, error)
-    except Exception:
-        logger.exception("altering configs of %r failed", resource)
-        return _result(resource, UnknownServerError())
-    return _result(resource, None)
+    except Exception as error:  # a Kafka refusal, or UNKNOWN_SERVER_ERROR logged by ``refusal``
+        return Proposal.refused(error)
 
 
 def _changes(resource_type: int, current: dict[str, str], operations: list[AlterOperation]) -> Changes:

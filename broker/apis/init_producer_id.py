@@ -57,8 +57,8 @@ def handle(context: RequestContext, request: InitProducerIdRequest) -> InitProdu
     if not (authorize_cluster(context, AclOperation.IDEMPOTENT_WRITE)
             or authorize_by_resource_type(context, AclOperation.WRITE, ResourceType.TOPIC)):
         return error_response(request, ClusterAuthorizationFailedError())
-    manager = context.broker.replica_manager
-    return InitProducerIdResponse(producer_id=manager.allocate_producer_id(), producer_epoch=0)
+    producer_ids = context.broker.transactions.producer_ids
+    return InitProducerIdResponse(producer_id=producer_ids.generate_producer_id(), producer_epoch=0)
 
 
 def _transactional(

@@ -25,12 +25,14 @@ from uuid import UUID
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import authorize, authorize_cluster, authorized_operations
 from broker.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.commits import refusal
 from broker.config import endpoint_for
 from protocol.codec import ZERO_UUID
 from protocol.errors import (
     InvalidRequestError,
     InvalidTopicExceptionError,
     KafkaError,
+    LeaderNotAvailableError,
     TopicAuthorizationFailedError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -42,6 +44,7 @@ from protocol.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from replication.controller.interface import NewTopic
 from replication.metadata.controller import is_internal
 from replication.metadata.image import TopicImage
 from replication.metadata.log import METADATA_TOPIC
@@ -132,14 +135,21 @@ def _topic(
     if not (authorize_cluster(context, AclOperation.CREATE)
             or authorize(context, AclOperation.CREATE, ResourceType.TOPIC, name)):
         return _error(name, ZERO_UUID, TopicAuthorizationFailedError())
-    try:
-        manager.create_topic(name)
-    except InvalidTopicExceptionError as error:
+    return _auto_create(context, name)
+
+
+def _auto_create(context: RequestContext, name: str) -> MetadataResponseTopic:
+    """Propose the topic (broker defaults); while the creation is not committed the answer is
+    LEADER_NOT_AVAILABLE, as Kafka's, and the client asks again."""
+    proposal = context.broker.controller.create_topics([NewTopic(name)])[0]
+    if not proposal.done():
+        return _error(name, ZERO_UUID, LeaderNotAvailableError())
+    error = refusal(proposal, f"auto-creating topic {name!r}")
+    if error is not None:
+        if not isinstance(error, InvalidTopicExceptionError):
+            logger.info("auto-creation of topic %r failed: %s", name, error)
         return _error(name, ZERO_UUID, error)
-    except KafkaError as error:
-        logger.info("auto-creation of topic %r failed: %s", name, error)
-        return _error(name, ZERO_UUID, error)
-    created = manager.topic_by_name(name)
+    created = context.broker.controller.image.topics_by_name.get(name)
     assert created is not None
     return _describe(created)
 

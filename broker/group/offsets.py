@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker.commits import create_internal_topic
 from broker.group.expiry import cleanup_group_metadata
 from broker.group.group_records import (
     group_metadata_key,
@@ -62,7 +63,8 @@ from storage.producer_state import AppendOrigin
 if TYPE_CHECKING:
     from broker.broker import Broker
     from broker.group.classic import ClassicGroup
-    from broker.replica_manager import ReplicaManager
+    from replication.controller.interface import Controller
+    from replication.replica_manager import ReplicaManager
     from storage.clock import Clock
 
 __all__ = [
@@ -163,8 +165,10 @@ def decode_offsets_record(
 
 
 class OffsetStore:
-    def __init__(self, replica_manager: ReplicaManager, *, config: OffsetsConfig, clock: Clock) -> None:
+    def __init__(self, replica_manager: ReplicaManager, controller: Controller, *,
+                 config: OffsetsConfig, clock: Clock) -> None:
         self.replica_manager = replica_manager
+        self.controller = controller
         self.config = config
         self.clock = clock
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
@@ -258,14 +262,9 @@ class OffsetStore:
         return partition
 
     def _ensure_topic(self) -> None:
-        if self.replica_manager.topic_by_name(OFFSETS_TOPIC) is not None:
-            return
-        self.replica_manager.create_topic(
-            OFFSETS_TOPIC,
-            num_partitions=self.config.num_partitions,
-            replication_factor=1,
-            configs={"cleanup.policy": "compact", "segment.bytes": str(self.config.segment_bytes)},
-        )
+        create_internal_topic(self.controller, OFFSETS_TOPIC,
+                              num_partitions=self.config.num_partitions,
+                              segment_bytes=self.config.segment_bytes)
 
     def _num_partitions(self) -> int:
         """The existing topic's partition count wins over the config (as in Kafka)."""

@@ -32,7 +32,7 @@ from replication.partition import Waiter
 from storage.producer_state import EndMarker
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
+    from replication.replica_manager import ReplicaManager
 
 __all__ = ["RETRIABLE_MARKER_ERRORS", "PartitionMarkerWriter"]
 

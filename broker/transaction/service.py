@@ -21,10 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.group.offsets import OffsetStore
-from broker.replica_manager import ReplicaManager
 from broker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.markers import PartitionMarkerWriter
+from broker.transaction.producer_ids import ProducerIdManager
 from broker.transaction.state_log import TransactionStateLog
+from replication.controller.interface import Controller
+from replication.replica_manager import ReplicaManager
 from storage.clock import Clock
 
 __all__ = ["TransactionService"]
@@ -36,6 +38,7 @@ class TransactionService:
     state_log: TransactionStateLog
     markers: PartitionMarkerWriter
     config: TransactionConfig
+    producer_ids: ProducerIdManager
 
     @classmethod
     def create(
@@ -44,11 +47,13 @@ class TransactionService:
         *,
         clock: Clock,
         replica_manager: ReplicaManager,
+        controller: Controller,
         offset_store: OffsetStore,
         offsets_partition_loading: Callable[[int], bool] | None = None,
     ) -> TransactionService:
         state_log = TransactionStateLog(
             replica_manager,
+            controller,
             num_partitions=config.transaction_state_log_num_partitions,
             segment_bytes=config.transaction_state_log_segment_bytes,
             clock=clock,
@@ -58,11 +63,12 @@ class TransactionService:
             on_offsets_marker=offset_store.complete_transaction,
             offsets_partition_loading=offsets_partition_loading,
         )
+        producer_ids = ProducerIdManager(controller, broker_id=replica_manager.node_id)
         coordinator = TransactionCoordinator(
             config=config, clock=clock, log=state_log, markers=markers,
-            allocate_producer_id=replica_manager.allocate_producer_id,
+            allocate_producer_id=producer_ids.generate_producer_id,
         )
-        return cls(coordinator, state_log, markers, config)
+        return cls(coordinator, state_log, markers, config, producer_ids)
 
     def load(self) -> None:
         self.coordinator.load(self.state_log.load())

@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from itertools import groupby
 from typing import TYPE_CHECKING
 
+from broker.commits import create_internal_topic
 from broker.group.offsets import partition_for
 from broker.transaction.metadata import (
     TransactionMetadata,
@@ -61,7 +62,8 @@ from protocol.records import (
 from replication.partition import Partition
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
+    from replication.controller.interface import Controller
+    from replication.replica_manager import ReplicaManager
     from storage.clock import Clock
 
 __all__ = [
@@ -142,10 +144,11 @@ class TransactionStateLog:
     """The ``TransactionLogWriter`` of the coordinator, over the replica manager."""
 
     def __init__(
-        self, replica_manager: ReplicaManager, *, num_partitions: int, segment_bytes: int,
-        clock: Clock,
+        self, replica_manager: ReplicaManager, controller: Controller, *, num_partitions: int,
+        segment_bytes: int, clock: Clock,
     ) -> None:
         self.replica_manager = replica_manager
+        self.controller = controller
         self.num_partitions = num_partitions
         self.segment_bytes = segment_bytes
         self.clock = clock
@@ -171,13 +174,8 @@ class TransactionStateLog:
             waiter()
 
     def _partition(self, index: int) -> Partition:
-        if self.replica_manager.topic_by_name(TRANSACTION_STATE_TOPIC) is None:
-            self.replica_manager.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                num_partitions=self.num_partitions,
-                replication_factor=1,
-                configs={"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes)},
-            )
+        create_internal_topic(self.controller, TRANSACTION_STATE_TOPIC,
+                              num_partitions=self.num_partitions, segment_bytes=self.segment_bytes)
         partition = self.replica_manager.partition(TRANSACTION_STATE_TOPIC, index)
         if partition is None:
             raise KafkaError(f"{TRANSACTION_STATE_TOPIC}-{index} is not hosted here")

@@ -43,6 +43,7 @@ from replication.metadata.scram import ScramCredentials
 __all__ = [
     "BROKER_RESOURCE_TYPE",
     "GROUP_RESOURCE_TYPE",
+    "NO_LEADER_CHANGE",
     "TOPIC_RESOURCE_TYPE",
     "MetadataImage",
     "PartitionImage",
@@ -54,6 +55,7 @@ logger = logging.getLogger("samsa.replication.metadata")
 TOPIC_RESOURCE_TYPE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE_TYPE = 4  # Kafka's ConfigResource.Type.BROKER
 GROUP_RESOURCE_TYPE = 32  # Kafka's ConfigResource.Type.GROUP (KIP-848 group configs)
+NO_LEADER_CHANGE = -2  # Kafka's LeaderConstants.NO_LEADER_CHANGE (PartitionChangeRecord.leader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,13 +135,15 @@ class MetadataImage:
         old = None if topic is None else topic.partitions.get(record.partition_id)
         if topic is None or old is None:
             return
-        leader = old.leader if record.leader == -2 else record.leader  # -2: no change
+        # Kafka's PartitionRegistration.merge: a record that names a leader (-2: no change) starts
+        # a new leader epoch, even when it names the same leader again.
+        changes_leader = record.leader != NO_LEADER_CHANGE
         topic.partitions[record.partition_id] = PartitionImage(
             partition_id=old.partition_id,
             replicas=tuple(record.replicas) if record.replicas is not None else old.replicas,
             isr=tuple(record.isr) if record.isr is not None else old.isr,
-            leader=leader,
-            leader_epoch=old.leader_epoch + 1 if leader != old.leader else old.leader_epoch,
+            leader=record.leader if changes_leader else old.leader,
+            leader_epoch=old.leader_epoch + 1 if changes_leader else old.leader_epoch,
             partition_epoch=old.partition_epoch + 1,
         )
 

@@ -8,6 +8,10 @@ RecordBatch v2 whose records have a null key and a value framed by
 holds the records of one operation, so an operation is applied whole or not at all, and every
 batch boundary is a valid snapshot point.
 
+Listeners: after a batch is applied, each listener gets its ``MetadataDelta``
+(``replication.metadata.delta``) and the image; replay at start-up publishes nothing (the
+replica manager reads the whole image then).
+
 Durability: ``append`` fsyncs before it returns, as the KRaft controller commits a batch only
 once it is flushed; an operation is visible in the image only after that.
 
@@ -31,7 +35,8 @@ wholly below it are removed. The latest snapshot always stays.
 Threads: the image, ``append`` and the snapshot counters belong to the broker's event loop;
 snapshot writing and cleaning run on the broker's storage worker and share only the snapshot
 table (``_lock``) and the ``Log`` (whose segment list has its own lock). On a single node this
-class writes the log directly; the Raft work will replace ``append`` by "propose to the quorum".
+class writes the log directly, called only by the controller (``replication.controller.local``);
+the Raft work will put the quorum's replication behind the same ``Controller`` interface.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from pathlib import Path
 
 from protocol.codec import Message
 from protocol.records import Record, decode_batch, encode_batch
+from replication.metadata.delta import MetadataDelta
 from replication.metadata.image import MetadataImage
 from replication.metadata.image_records import copy_image, image_records
 from replication.metadata.records import decode_metadata_record, encode_metadata_record
@@ -129,6 +135,8 @@ class MetadataLog:
         self.config = config or MetadataLogConfig()
         self.image = MetadataImage()
         self.on_snapshot_due: Callable[[], None] | None = None
+        # Called with each appended batch's delta once it is applied (the replica manager).
+        self.listeners: list[Callable[[MetadataDelta, MetadataImage], None]] = []
         self._end_offset = 0  # one past the last batch applied to the image
         self._last_epoch = leader_epoch  # leader epoch of that batch
         self._last_timestamp = -1  # its max timestamp (a snapshot's last contained timestamp)
@@ -245,7 +253,9 @@ class MetadataLog:
         batch = encode_batch(records)
         result = self.log.append_as_leader(batch, leader_epoch=self.leader_epoch)
         self.log.flush()
+        delta = MetadataDelta()
         for offset, message in enumerate(messages, start=result.first_offset):
+            delta.observe(self.image, message)
             self.image.apply(message, offset)
         self._end_offset = result.last_offset + 1
         self._last_epoch = self.leader_epoch
@@ -256,7 +266,16 @@ class MetadataLog:
                 self.on_snapshot_due()
             except Exception:
                 logger.exception("could not start a metadata snapshot")
+        self._publish(delta)
         return result.last_offset
+
+    def _publish(self, delta: MetadataDelta) -> None:
+        """Hand the committed batch's delta to each listener (Kafka's ``MetadataPublisher``)."""
+        for listener in self.listeners:
+            try:  # the batch is committed: a listener's failure must not fail it
+                listener(delta, self.image)
+            except Exception:
+                logger.exception("applying a metadata delta failed in %r", listener)
 
     # -- snapshots ----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from protocol.messages.produce_request import PartitionProduceData, ProduceReque
 from protocol.messages.request_header import RequestHeader
 from protocol.records import Record, encode_batch
 from storage.clock import ManualClock
+from tests.unit.broker.helpers import create_topic
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -40,7 +41,7 @@ def start(log_dir: Path, **overrides: str) -> Broker:
 def secured(tmp_path: Path) -> Iterator[Broker]:
     broker = start(tmp_path, **{"authorizer.class.name": AUTHORIZER,
                                 "allow.everyone.if.no.acl.found": "true"})
-    broker.replica_manager.create_topic("t", num_partitions=2)
+    create_topic(broker, "t", num_partitions=2)
     yield broker
     broker.shutdown()
 
@@ -182,7 +183,7 @@ def batch() -> bytes:
 
 
 def test_produce_to_a_denied_topic_fails_with_topic_authorization_failed(secured: Broker) -> None:
-    secured.replica_manager.create_topic("open")
+    create_topic(secured, "open")
     create(secured, creation("t", AclOperation.WRITE, DENY, principal="User:*"))
     request = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
         TopicProduceData(name=name, partition_data=[PartitionProduceData(index=0, records=batch())])
@@ -194,7 +195,7 @@ def test_produce_to_a_denied_topic_fails_with_topic_authorization_failed(secured
 
 
 def test_metadata_hides_denied_topics_and_reports_named_ones(secured: Broker) -> None:
-    secured.replica_manager.create_topic("open")
+    create_topic(secured, "open")
     create(secured, creation("t", AclOperation.ALL, DENY, principal="User:*"))
     everything = metadata.handle(context(secured, 3, 12), MetadataRequest(topics=None))
     assert "t" not in {topic.name for topic in everything.topics}

@@ -17,6 +17,7 @@ from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchT
 from protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from protocol.messages.request_header import RequestHeader
 from storage.clock import ManualClock
+from tests.unit.broker.helpers import create_topic
 
 
 def test_responses_leave_in_request_order_whatever_order_they_finish_in() -> None:
@@ -107,7 +108,7 @@ def test_pipelined_long_poll_and_metadata_are_answered_in_order(tmp_path: Path) 
         config = BrokerConfig.from_properties({"log.dirs": str(tmp_path), "queued.max.requests": "2"})
         broker = Broker.create(config, clock=ManualClock())
         broker.startup()
-        broker.replica_manager.create_topic("t")
+        create_topic(broker, "t")
         connection = KafkaConnection(Server(broker))
         transport = FakeTransport()
         connection.connection_made(transport)  # type: ignore[arg-type]

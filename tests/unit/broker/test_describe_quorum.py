@@ -22,6 +22,7 @@ from protocol.messages.describe_quorum_request import (
 from protocol.messages.describe_quorum_response import DescribeQuorumResponse
 from protocol.messages.request_header import RequestHeader
 from storage.clock import ManualClock
+from tests.unit.broker.helpers import create_topic
 
 NOW = 5000
 
@@ -49,7 +50,7 @@ def _metadata(partition: int = 0, topic: str = "__cluster_metadata") -> list[Top
 
 
 def test_this_node_leads_and_is_the_only_voter(broker: Broker) -> None:
-    broker.replica_manager.create_topic("t", num_partitions=2)
+    create_topic(broker, "t", num_partitions=2)
     end_offset = broker.replica_manager.metadata_log.log.log_end_offset  # type: ignore[union-attr]
     assert end_offset > 0
     response = _ask(broker, _metadata())
@@ -72,7 +73,7 @@ def test_this_node_leads_and_is_the_only_voter(broker: Broker) -> None:
 
 def test_the_high_watermark_follows_metadata_appends(broker: Broker) -> None:
     before = _ask(broker, _metadata()).topics[0].partitions[0].high_watermark
-    broker.replica_manager.create_topic("t", num_partitions=1)
+    create_topic(broker, "t", num_partitions=1)
     after = _ask(broker, _metadata()).topics[0].partitions[0].high_watermark
     assert after > before
 

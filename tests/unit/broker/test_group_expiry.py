@@ -36,6 +36,7 @@ from protocol.messages.offset_commit_request import (
 )
 from protocol.messages.request_header import RequestHeader
 from storage.clock import ManualClock
+from tests.unit.broker.helpers import create_topic
 
 MINUTE_MS = 60_000
 RETENTION_MS = 10 * MINUTE_MS
@@ -63,7 +64,7 @@ def clock() -> ManualClock:
 def broker(tmp_path: Path, clock: ManualClock) -> Iterator[Broker]:
     broker = make_broker(tmp_path, clock)
     broker.offsets_loader.load_all()
-    broker.replica_manager.create_topic("t", num_partitions=2)
+    create_topic(broker, "t", num_partitions=2)
     yield broker
     while OPEN:
         OPEN.pop().shutdown()

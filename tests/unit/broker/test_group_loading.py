@@ -57,6 +57,7 @@ from protocol.messages.offset_fetch_request import (
 from protocol.messages.request_header import RequestHeader
 from protocol.messages.sync_group_request import SyncGroupRequest
 from storage.clock import ManualClock
+from tests.unit.broker.helpers import create_topic
 from tests.unit.broker.test_group_coordinator import FakeTimers
 
 LOAD = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -143,7 +144,7 @@ def restarted(tmp_path: Path) -> Any:
     clock = ManualClock()
     broker = make_broker(tmp_path, clock)
     broker.offsets_loader.load_all()
-    broker.replica_manager.create_topic("t", num_partitions=2)
+    create_topic(broker, "t", num_partitions=2)
     store = broker.offset_store
     for offset in range(50):
         store.commit("big", {("t", 0): OffsetAndMetadata(offset, metadata="m"), ("t", 1): OffsetAndMetadata(7)})

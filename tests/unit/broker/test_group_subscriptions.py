@@ -28,6 +28,7 @@ from protocol.messages.offset_delete_request import (
 )
 from protocol.messages.request_header import RequestHeader
 from storage.clock import ManualClock
+from tests.unit.broker.helpers import create_topic
 
 RETENTION_MS = 10 * 60_000
 
@@ -81,7 +82,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     broker.startup()
     broker.offsets_loader.load_all()
     for topic in ("t", "old"):
-        broker.replica_manager.create_topic(topic)
+        create_topic(broker, topic)
     yield broker
     broker.shutdown()
 

@@ -51,6 +51,7 @@ from protocol.messages.offset_commit_request import (
 from protocol.messages.offset_commit_response import OffsetCommitResponse
 from protocol.messages.request_header import RequestHeader
 from storage.clock import ManualClock
+from tests.unit.broker.helpers import create_topic
 
 INT64_MAX = 2**63 - 1
 EARLIEST, LATEST = -2, -1
@@ -63,7 +64,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     broker = Broker.create(BrokerConfig.from_properties(properties), clock=ManualClock())
     broker.startup()
     broker.offsets_loader.load_all()
-    broker.replica_manager.create_topic("t")
+    create_topic(broker, "t")
     yield broker
     broker.shutdown()
 

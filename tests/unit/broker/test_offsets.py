@@ -40,6 +40,7 @@ from protocol.messages.offset_fetch_request import (
 )
 from protocol.messages.request_header import RequestHeader
 from storage.clock import ManualClock
+from tests.unit.broker.helpers import create_topic
 
 MINUTE_MS = 60_000
 
@@ -163,7 +164,7 @@ def commit(broker: Broker, request: OffsetCommitRequest, version: int = 9) -> di
 
 
 def test_commit_errors_per_partition(broker: Broker) -> None:
-    broker.replica_manager.create_topic("t", num_partitions=2)
+    create_topic(broker, "t", num_partitions=2)
     errors = commit(broker, commit_request("g", ("t", 0, 5, "m"), ("t", 1, 6, "x" * 4097), ("nope", 0, 1, None)))
     assert errors == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.OFFSET_METADATA_TOO_LARGE,
                       ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
@@ -172,7 +173,7 @@ def test_commit_errors_per_partition(broker: Broker) -> None:
 
 
 def test_commit_generation_rules_without_a_group(broker: Broker) -> None:
-    broker.replica_manager.create_topic("t")
+    create_topic(broker, "t")
     request = commit_request("nobody", ("t", 0, 5, None), generation=3, member_id="m")
     assert commit(broker, request, version=9) == {("t", 0): ErrorCode.GROUP_ID_NOT_FOUND}
     assert commit(broker, request, version=8) == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
@@ -181,7 +182,7 @@ def test_commit_generation_rules_without_a_group(broker: Broker) -> None:
 
 
 def test_fetch_single_group_and_batched(broker: Broker) -> None:
-    broker.replica_manager.create_topic("t", num_partitions=2)
+    create_topic(broker, "t", num_partitions=2)
     commit(broker, commit_request("g", ("t", 0, 5, "meta")))
     single = offset_fetch.handle(context(broker, 9, 7), OffsetFetchRequest(
         group_id="g", topics=[OffsetFetchRequestTopic(name="t", partition_indexes=[0, 1])]))
@@ -198,7 +199,7 @@ def test_fetch_single_group_and_batched(broker: Broker) -> None:
 
 
 def test_offset_delete(broker: Broker) -> None:
-    broker.replica_manager.create_topic("t")
+    create_topic(broker, "t")
     commit(broker, commit_request("g", ("t", 0, 5, None)))
 
     def delete(group_id: str) -> int:

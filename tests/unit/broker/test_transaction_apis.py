@@ -61,6 +61,7 @@ from protocol.messages.write_txn_markers_request import (
 from protocol.records import Record, encode_batch
 from storage.clock import ManualClock
 from storage.producer_state import EndMarker
+from tests.unit.broker.helpers import create_topic
 
 NOW = 1_700_000_000_000
 
@@ -82,7 +83,7 @@ def clock() -> ManualClock:
 @pytest.fixture
 def broker(tmp_path: Path, clock: ManualClock) -> Iterator[Broker]:
     broker = make_broker(tmp_path, clock)
-    broker.replica_manager.create_topic("t", num_partitions=2)
+    create_topic(broker, "t", num_partitions=2)
     yield broker
     broker.shutdown()
 
@@ -320,7 +321,7 @@ def test_a_restart_keeps_transactions_pending_offsets_and_the_lso(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     broker = make_broker(tmp_path, clock)
-    broker.replica_manager.create_topic("t", num_partitions=2)
+    create_topic(broker, "t", num_partitions=2)
     response = init_producer_id.handle(context(broker, 22, 4), InitProducerIdRequest(
         transactional_id="tx", transaction_timeout_ms=60_000))
     pid, epoch = response.producer_id, response.producer_epoch
@@ -368,7 +369,7 @@ def test_a_reload_replays_transactional_offsets_and_their_markers(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     broker = make_broker(tmp_path, clock)
-    broker.replica_manager.create_topic("t", num_partitions=2)
+    create_topic(broker, "t", num_partitions=2)
     store = broker.offset_store
     markers = broker.transactions.markers
     partition = store.partition_for("g")

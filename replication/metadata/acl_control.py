@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from broker.auth.acl import AclBindingFilter, validate_filter, validate_new_acl
 from protocol.codec import Message
 from protocol.errors import KafkaError
 from protocol.messages.metadata.remove_access_control_entry_record import (
     RemoveAccessControlEntryRecord,
 )
+from replication.metadata.acl_model import AclBindingFilter, validate_filter, validate_new_acl
 from replication.metadata.acls import AclImage, StandardAcl
 
 __all__ = ["DeleteResult", "plan_create_acls", "plan_delete_acls"]

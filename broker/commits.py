@@ -1,0 +1,73 @@
+"""Answering a request once the controller has committed what it proposed.
+
+A handler proposes its metadata writes synchronously (so requests of one connection take effect
+in the order they arrived) and then answers with ``when_committed``: the response at once when
+every proposal is already resolved (the local controller commits while proposing), else an
+awaitable the connection waits on (a quorum's commit). ``refusal`` turns a resolved proposal into
+the Kafka error to report for its item: its own error, or UNKNOWN_SERVER_ERROR (logged with the
+traceback) for anything unexpected.
+
+``create_internal_topic``: the coordinators' ``__consumer_offsets`` / ``__transaction_state``,
+created through the controller on first use (Kafka's ``AutoTopicCreationManager``). Until the
+creation is committed the coordinator is not available (COORDINATOR_NOT_AVAILABLE, retriable).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from protocol.errors import (
+    CoordinatorNotAvailableError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    UnknownServerError,
+)
+from replication.controller.interface import Controller, NewTopic
+from replication.controller.proposal import Proposal
+
+__all__ = ["create_internal_topic", "refusal", "when_committed"]
+
+logger = logging.getLogger("samsa.broker.commits")
+
+R = TypeVar("R")
+
+
+def when_committed(proposals: Sequence[Proposal[Any]], respond: Callable[[], R]) -> R | Awaitable[R]:
+    if all(proposal.done() for proposal in proposals):
+        return respond()
+    return _respond_later(proposals, respond)
+
+
+async def _respond_later(proposals: Sequence[Proposal[Any]], respond: Callable[[], R]) -> R:
+    for proposal in proposals:
+        with contextlib.suppress(Exception):  # ``respond`` reports each proposal's error
+            await proposal
+    return respond()
+
+
+def refusal(proposal: Proposal[Any], what: str) -> KafkaError | None:
+    """The error of a resolved proposal (None: committed); ``what`` names it in the log."""
+    error = proposal.exception()
+    if error is None or isinstance(error, KafkaError):
+        return error
+    logger.error("%s failed", what, exc_info=error)
+    return UnknownServerError()
+
+
+def create_internal_topic(
+    controller: Controller, name: str, *, num_partitions: int, segment_bytes: int
+) -> None:
+    """Create the compacted internal topic ``name`` unless it exists; raises a refusal."""
+    if name in controller.image.topics_by_name:
+        return
+    configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+    proposal = controller.create_topics(
+        [NewTopic(name, num_partitions=num_partitions, replication_factor=1, configs=configs)])[0]
+    if not proposal.done():
+        raise CoordinatorNotAvailableError(f"the creation of {name} is not committed yet")
+    error = proposal.exception()
+    if error is not None and not isinstance(error, TopicAlreadyExistsError):
+        raise error

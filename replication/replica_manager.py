@@ -1,0 +1,240 @@
+"""The partitions this broker hosts, kept in step with the metadata image.
+
+Start-up: the log manager loads every log; the metadata image is loaded (the newest snapshot,
+then the metadata log after it: ``replication.metadata.log``); a log whose topic is not in the
+image (a deletion cut short by a crash) is deleted; then the whole image is applied as a delta
+(below): each partition this node replicates gets its ``Partition`` (creating its log if
+missing) and its topic's config.
+
+Topic ids on disk (``partition.metadata``, written when a log is created): at start-up a log
+without one (a directory from before Samsa wrote them) gets its topic's id from the image; a log
+whose file names another id than the image's for its topic name belonged to an earlier topic of
+that name (deleted and re-created while the directory was elsewhere). As Kafka's KRaft broker
+treats such stray logs, it is not served: it is renamed ``<topic>-<partition>.<id>-stray`` and
+kept, and the partition gets a new, empty log. A malformed file stops that one partition
+(KAFKA_STORAGE_ERROR) until it is fixed or removed.
+
+Driven by the metadata image (Kafka's ``ReplicaManager.applyDelta``): the manager listens to the
+metadata log, and each committed batch's delta (``replication.metadata.delta``) is applied to the
+live partitions: a removed topic's partitions (or one this node no longer replicates) stop and
+their logs are deleted; a partition this node leads gets (or keeps) its ``Partition`` and takes
+the image's leader epoch, replicas and ISR (``make_leader``); one led by another node does the
+same as a follower (``make_follower``: recorded only; fetching from the leader comes with the
+follower fetchers). A ConfigRecord gives the affected logs their new config; a BROKER record
+changes the topic defaults (``resolve_default_config``, set by the broker) and so every log.
+
+Nothing here writes metadata: every write is a proposal to the controller
+(``replication.controller``), whose commit reaches this class as a delta. Everything runs on the
+broker's event loop; creating a partition's log is short synchronous disk work done inline, so a
+committed operation is in effect before the proposal resolves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from protocol.errors import KafkaStorageError
+from replication.metadata.controller import topic_config
+from replication.metadata.delta import MetadataDelta, ReplicaState, local_changes
+from replication.metadata.image import MetadataImage, PartitionImage, TopicImage
+from replication.metadata.log import (
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    MetadataLog,
+    MetadataLogConfig,
+)
+from replication.partition import Partition, Waiter
+from storage.clock import Clock
+from storage.config import LogConfig
+from storage.errors import CorruptPartitionMetadataError
+from storage.log import Log
+from storage.log_manager import LogManager
+from storage.partition_metadata import METADATA_TOPIC_ID, topic_id_to_string
+
+__all__ = ["ReplicaManager"]
+
+logger = logging.getLogger("samsa.replication.replica_manager")
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        *,
+        node_id: int,
+        clock: Clock,
+        metadata_log_config: MetadataLogConfig | None = None,
+    ) -> None:
+        self.log_manager = log_manager
+        self.metadata_log_config = metadata_log_config or MetadataLogConfig()
+        self.node_id = node_id
+        self.clock = clock
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.metadata_log: MetadataLog | None = None
+        self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
+        # The topic defaults with the image's dynamic broker configs applied; None: the static ones.
+        self.resolve_default_config: Callable[[MetadataImage], LogConfig] | None = None
+
+    @property
+    def default_config(self) -> LogConfig:
+        return self.log_manager.default_config
+
+    @property
+    def image(self) -> MetadataImage:
+        assert self.metadata_log is not None, "startup() first"
+        return self.metadata_log.image
+
+    # -- start-up -----------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self.metadata_log = MetadataLog(self._open_metadata_log(), clock=self.clock,
+                                        config=self.metadata_log_config)
+        image = self.metadata_log.replay()
+        for key in list(self.log_manager.logs):
+            if key == (METADATA_TOPIC, METADATA_PARTITION):
+                continue
+            topic = image.topics_by_name.get(key[0])
+            if topic is None or key[1] not in topic.partitions:
+                logger.warning("deleting stray log %s-%d: not in the metadata image", *key)
+                self.log_manager.delete_log(*key)
+            else:
+                self._check_topic_id(key, topic.topic_id)
+        full = MetadataDelta.full(image)
+        full.broker_configs_changed = True
+        self.apply_delta(full, image)
+        self.metadata_log.listeners.append(self.apply_delta)
+
+    def _check_topic_id(self, key: tuple[str, int], topic_id: UUID) -> None:
+        """A loaded log against the image's topic id (see the module docstring)."""
+        try:
+            stored = self.log_manager.read_topic_id(*key)
+        except CorruptPartitionMetadataError as error:
+            logger.error("%s; partition %s-%d is not served until the file is fixed or removed",
+                         error, *key)
+            self.log_manager.take_offline(*key, reason=str(error))
+            return
+        except KafkaStorageError as error:  # its log directory is offline: nothing to check
+            logger.error("cannot read the topic id of %s-%d: %s", *key, error)
+            return
+        if stored is None:
+            logger.info("writing partition.metadata of %s-%d: topic id %s", *key,
+                        topic_id_to_string(topic_id))
+            self.log_manager.write_topic_id(*key, topic_id)
+        elif stored != topic_id:
+            directory = self.log_manager.logs[key].directory
+            aside = self.log_manager.set_aside_stray(*key)
+            logger.warning(
+                "log %s has topic id %s but topic %s has topic id %s in the metadata image "
+                "(deleted and re-created while this log was elsewhere): not served; "
+                "renamed to %s", directory, topic_id_to_string(stored), key[0],
+                topic_id_to_string(topic_id), aside,
+            )
+
+    def _open_metadata_log(self) -> Log:
+        existing = self.log_manager.get_log(METADATA_TOPIC, METADATA_PARTITION)
+        if existing is not None:
+            existing.config = self.metadata_log_config.log_config()
+            if self.log_manager.read_topic_id(METADATA_TOPIC, METADATA_PARTITION) is None:
+                self.log_manager.write_topic_id(METADATA_TOPIC, METADATA_PARTITION,
+                                                METADATA_TOPIC_ID)
+            return existing
+        # Kafka keeps the metadata log in metadata.log.dir, by default the first of log.dirs.
+        first: Path = self.log_manager.log_dirs[0]
+        log = Log.open(
+            first / f"{METADATA_TOPIC}-{METADATA_PARTITION}",
+            self.metadata_log_config.log_config(),
+            clock=self.clock,
+            had_clean_shutdown=True,
+            health=self.log_manager.health[first],
+        )
+        self.log_manager.logs[(METADATA_TOPIC, METADATA_PARTITION)] = log
+        self.log_manager.write_topic_id(METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID)
+        return log
+
+    # -- image deltas (Kafka's ReplicaManager.applyDelta) -------------------------------------
+
+    def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Bring the live partitions in line with ``image`` after the batch ``delta``."""
+        if delta.broker_configs_changed:
+            self._refresh_default_config(image)
+        changes = local_changes(delta, image, self.node_id)
+        self._stop_partitions(changes.deletes, delta.removed_topics)
+        for state in changes.leaders:
+            self._partition_for(state, image).make_leader(
+                leader_id=self.node_id, **self._role(state.partition))
+        for state in changes.followers:
+            self._partition_for(state, image).make_follower(
+                leader_id=state.partition.leader, **self._role(state.partition))
+        topics = image.topics_by_name if delta.broker_configs_changed else delta.topic_configs_changed
+        for name in sorted(topics):
+            self._apply_topic_config(image, name)
+
+    @staticmethod
+    def _role(state: PartitionImage) -> dict[str, Any]:
+        return {"leader_epoch": state.leader_epoch, "replicas": state.replicas, "isr": state.isr}
+
+    def _partition_for(self, state: ReplicaState, image: MetadataImage) -> Partition:
+        """The live partition of ``state``, created with its log if this node lacks it."""
+        key = (state.topic, state.partition.partition_id)
+        partition = self.partitions.get(key)
+        if partition is None:
+            config = topic_config(image, state.topic, self.default_config)
+            log = self.log_manager.get_or_create_log(*key, config, topic_id=state.topic_id)
+            log.config = config
+            partition = Partition(log, topic_id=state.topic_id,
+                                  leader_epoch=state.partition.leader_epoch, node_id=self.node_id)
+            self.partitions[key] = partition
+        return partition
+
+    def _stop_partitions(self, keys: Sequence[tuple[str, int]], removed: list[TopicImage]) -> None:
+        """Kafka's ``stopPartitions`` with deletion: forget them, delete their logs, then wake
+        their delayed operations (which find them gone)."""
+        waiters: list[Waiter] = []
+        for key in keys:
+            partition = self.partitions.pop(key, None)
+            if partition is not None:
+                waiters += partition.take_waiters()
+            self.log_manager.delete_log(*key)
+        if removed:
+            for callback in self.on_topics_deleted:
+                callback(removed)
+        for waiter in waiters:
+            waiter()
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic_by_id(self, topic_id: UUID) -> TopicImage | None:
+        return self.image.topics_by_id.get(topic_id)
+
+    def topic_by_name(self, name: str) -> TopicImage | None:
+        return self.image.topics_by_name.get(name)
+
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        return {key: partition.high_watermark for key, partition in self.partitions.items()}
+
+    def last_stable_offsets(self) -> dict[tuple[str, int], int]:
+        """What the cleaner may clean up to (Kafka cleans below the first unstable offset)."""
+        return {key: partition.last_stable_offset for key, partition in list(self.partitions.items())}
+
+    # -- configs ------------------------------------------------------------------------------
+
+    def _refresh_default_config(self, image: MetadataImage) -> None:
+        if self.resolve_default_config is not None:
+            self.log_manager.default_config = self.resolve_default_config(image)
+
+    def _apply_topic_config(self, image: MetadataImage, name: str) -> None:
+        topic = image.topics_by_name.get(name)
+        if topic is None:
+            return
+        config = topic_config(image, name, self.default_config)
+        for index in topic.partitions:
+            partition = self.partitions.get((name, index))
+            if partition is not None:
+                partition.log.config = config

@@ -1,0 +1,38 @@
+"""One node without a broker: log manager, replica manager and local controller on a directory,
+wired as ``Broker.startup`` wires them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from replication.controller.local import LocalController
+from replication.replica_manager import ReplicaManager
+from storage.clock import ManualClock
+from storage.log_manager import LogManager
+
+NODE_ID = 1
+
+
+@dataclass
+class Node:
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    controller: LocalController
+
+    @classmethod
+    def start(cls, directory: Path, clock: ManualClock, *, node_id: int = NODE_ID) -> Node:
+        log_manager = LogManager([directory], clock=clock)
+        log_manager.startup()
+        replica_manager = ReplicaManager(log_manager, node_id=node_id, clock=clock)
+        controller = LocalController(
+            node_id=node_id, default_num_partitions=1, default_replication_factor=1,
+            default_config=lambda: log_manager.default_config,
+        )
+        replica_manager.startup()
+        assert replica_manager.metadata_log is not None
+        controller.start(replica_manager.metadata_log)
+        return cls(log_manager, replica_manager, controller)
+
+    def shutdown(self) -> None:
+        self.log_manager.shutdown()
