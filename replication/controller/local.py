@@ -93,7 +93,7 @@ class LocalController:
         """Run ``plan`` (value, records); propose the records unless validating or refused."""
         try:
             value, records = plan()
-        except KafkaError as error:
+        except Exception as error:  # a Kafka refusal, or a bug the caller reports (and logs)
             return Proposal.refused(error)
         if validate_only or not records:
             return Proposal.committed(value)

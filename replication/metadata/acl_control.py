@@ -7,8 +7,8 @@ present (creating an existing ACL succeeds and writes nothing, as in Kafka).
 RemoveAccessControlEntryRecord per ACL matched by any filter (once, however many filters
 match it); each filter's result lists the ACLs it matched.
 
-Sans-IO: both read the image and return records; the caller appends them to the metadata log
-as one batch (so a request's changes apply whole), which applies them to the image.
+Sans-IO: both read the image and return records; the controller (``replication.controller``)
+proposes them as one batch (so a request's changes apply whole), which applies them to the image.
 """
 
 from __future__ import annotations

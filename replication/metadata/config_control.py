@@ -21,7 +21,8 @@ null value deletes a key, so a deletion survives replay.
   -> INVALID_REQUEST) is checked by ``group_config.validate_group_configs``; the group need not
   exist. A change writes records for the keys whose value changes.
 
-Sans-IO: reads the image, returns records; ``MetadataLog.append`` writes them.
+Sans-IO: reads the image, returns records; the controller (``replication.controller``) proposes
+them.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ INVALID_REPLICATION_FACTOR (a factor above the one node there is), INVALID_CONFI
 UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID on delete, INVALID_REQUEST for
 ``__cluster_metadata``.
 
-Sans-IO: ``plan_*`` read the image and return records; ``MetadataLog.append`` writes them.
+Sans-IO: ``plan_*`` read the image and return records; the controller
+(``replication.controller``) proposes them.
 """
 
 from __future__ import annotations
