@@ -34,13 +34,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 from uuid import UUID
 
-from protocol.errors import KafkaStorageError
+from protocol.errors import KafkaError, KafkaStorageError
 from replication.metadata.controller import topic_config
 from replication.metadata.delta import MetadataDelta, ReplicaState, local_changes
-from replication.metadata.image import MetadataImage, PartitionImage, TopicImage
+from replication.metadata.image import MetadataImage, TopicImage
 from replication.metadata.log import (
     METADATA_PARTITION,
     METADATA_TOPIC,
@@ -164,18 +163,26 @@ class ReplicaManager:
         changes = local_changes(delta, image, self.node_id)
         self._stop_partitions(changes.deletes, delta.removed_topics)
         for state in changes.leaders:
-            self._partition_for(state, image).make_leader(
-                leader_id=self.node_id, **self._role(state.partition))
+            self._become(state, image, Partition.make_leader)
         for state in changes.followers:
-            self._partition_for(state, image).make_follower(
-                leader_id=state.partition.leader, **self._role(state.partition))
+            self._become(state, image, Partition.make_follower)
         topics = image.topics_by_name if delta.broker_configs_changed else delta.topic_configs_changed
         for name in sorted(topics):
             self._apply_topic_config(image, name)
 
-    @staticmethod
-    def _role(state: PartitionImage) -> dict[str, Any]:
-        return {"leader_epoch": state.leader_epoch, "replicas": state.replicas, "isr": state.isr}
+    def _become(
+        self, state: ReplicaState, image: MetadataImage, role: Callable[..., None]
+    ) -> None:
+        """``role`` (``make_leader`` / ``make_follower``) as the image says; a partition whose
+        log cannot be opened (its directory offline) is logged and left out, the others go on."""
+        try:
+            partition = self._partition_for(state, image)
+        except (KafkaError, OSError) as error:
+            logger.error("cannot host %s-%d: %s", state.topic, state.partition.partition_id, error)
+            return
+        registration = state.partition
+        role(partition, leader_id=registration.leader, leader_epoch=registration.leader_epoch,
+             replicas=registration.replicas, isr=registration.isr)
 
     def _partition_for(self, state: ReplicaState, image: MetadataImage) -> Partition:
         """The live partition of ``state``, created with its log if this node lacks it."""

@@ -147,3 +147,12 @@ def test_a_proposal_resolves_once() -> None:
         proposal.fail(InvalidRequestError())
     with pytest.raises(RuntimeError):
         Proposal().result()
+
+
+def test_a_partition_whose_log_cannot_be_created_does_not_stop_the_others(
+        tmp_path: Path, node: Node) -> None:
+    (tmp_path / "t-0").write_bytes(b"not a log directory")
+    proposal = node.controller.create_topics([NewTopic("t", num_partitions=2)])[0]
+    assert proposal.exception() is None  # committed: the image has both partitions
+    assert sorted(node.controller.image.topics_by_name["t"].partitions) == [0, 1]
+    assert sorted(node.replica_manager.partitions) == [("t", 1)]
