@@ -17,6 +17,7 @@ this class stays sans-IO; the broker calls them. Owned by the broker's event loo
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from uuid import UUID
 
@@ -31,9 +32,29 @@ from storage.producer_state import AppendOrigin, EndMarker
 from storage.segment import FetchSlice
 from storage.transaction_index import AbortedTxn
 
-__all__ = ["HIGH_WATERMARK", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "Partition", "Waiter"]
+__all__ = [
+    "HIGH_WATERMARK", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "FetchIsolation", "Partition",
+    "Waiter",
+]
 
 Waiter = Callable[[], None]
+
+
+class FetchIsolation(enum.Enum):
+    """How far a fetch may read (Kafka's ``FetchIsolation``): a follower up to the log end
+    offset, a read_uncommitted consumer up to the high watermark, a read_committed consumer up
+    to the last stable offset."""
+
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
+
+    @classmethod
+    def of(cls, *, replica_id: int, read_committed: bool) -> FetchIsolation:
+        """Kafka's ``FetchIsolation.of``: a replica id >= 0 is a follower."""
+        if replica_id >= 0:
+            return cls.LOG_END
+        return cls.TXN_COMMITTED if read_committed else cls.HIGH_WATERMARK
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK: delete up to the high watermark
 UNDEFINED_EPOCH = -1
@@ -112,13 +133,18 @@ class Partition:
         max_bytes: int,
         *,
         min_one_message: bool,
-        up_to_high_watermark: bool = True,
-        read_committed: bool = False,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
     ) -> FetchSlice | None:
-        limit = self.high_watermark if up_to_high_watermark else None
-        if read_committed:
-            limit = self.last_stable_offset
-        return self.log.read(offset, max_bytes, max_offset=limit, min_one_message=min_one_message)
+        return self.log.read(offset, max_bytes, max_offset=self.fetch_limit(isolation),
+                             min_one_message=min_one_message)
+
+    def fetch_limit(self, isolation: FetchIsolation) -> int | None:
+        """The offset a fetch with ``isolation`` reads up to (None: the log end)."""
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            return self.last_stable_offset
+        if isolation is FetchIsolation.HIGH_WATERMARK:
+            return self.high_watermark
+        return None
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords (Kafka's ``deleteRecordsOnLeader``): raise the log start offset to

@@ -22,7 +22,11 @@ any error). Without an authorizer this costs one attribute check per read.
 
 Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 KAFKA_STORAGE_ERROR; whole response: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH.
-Not implemented: follower fetches (replica_id >= 0 is served as a consumer), leader epoch
+How far a fetch reads is Kafka's ``FetchIsolation``: a replica id >= 0 (a follower) up to the
+log end offset, read_committed up to the last stable offset, else up to the high watermark.
+
+Not implemented: follower fetches (a replica id >= 0 is read as a follower would be, up to the
+log end offset, but no follower state is kept), leader epoch
 checks (current_leader_epoch), preferred read replicas, diverging epochs, quotas.
 """
 
@@ -62,13 +66,14 @@ from protocol.messages.fetch_response import (
     FetchResponse,
     PartitionData,
 )
-from replication.partition import Partition
+from replication.partition import FetchIsolation, Partition
 from storage.segment import FetchSlice
 
 logger = logging.getLogger("samsa.broker.apis.fetch")
 
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 12
+FIRST_REPLICA_STATE_VERSION = 15
 READ_COMMITTED = 1
 _MARKER_SIZE = 16
 
@@ -90,10 +95,18 @@ def handle(context: RequestContext, request: FetchRequest) -> HandlerResult:
     )
     if session.error is not None:
         return FetchResponse(error_code=session.error.code, session_id=0)
-    reads = _read_all(context, session, request.max_bytes, request.isolation_level)
+    reads = _read_all(context, session, request.max_bytes, fetch_isolation(context, request))
     if _can_answer(request, reads):
         return _response(context, request, session, reads)
     return _long_poll(context, request, session)
+
+
+def fetch_isolation(context: RequestContext, request: FetchRequest) -> FetchIsolation:
+    """Kafka's ``FetchIsolation.of``; the replica id moved into ``replica_state`` in v15."""
+    replica_id = (request.replica_state.replica_id if context.api_version >= FIRST_REPLICA_STATE_VERSION
+                  else request.replica_id)
+    return FetchIsolation.of(replica_id=replica_id,
+                             read_committed=request.isolation_level == READ_COMMITTED)
 
 
 def _requested(
@@ -127,7 +140,7 @@ def _key_topic(
 
 
 def _read_all(
-    context: RequestContext, session: FetchContext, max_bytes: int, isolation_level: int
+    context: RequestContext, session: FetchContext, max_bytes: int, isolation: FetchIsolation
 ) -> list[PartitionRead]:
     manager = context.broker.replica_manager
     remaining = max_bytes
@@ -150,9 +163,9 @@ def _read_all(
         try:
             read.slice = partition.read(
                 requested.fetch_offset, min(requested.max_bytes, remaining),
-                min_one_message=min_one_message, read_committed=isolation_level == READ_COMMITTED,
+                min_one_message=min_one_message, isolation=isolation,
             )
-            if read.slice is not None and isolation_level == READ_COMMITTED:
+            if read.slice is not None and isolation is FetchIsolation.TXN_COMMITTED:
                 read.aborted = _aborted(partition, requested.fetch_offset)
         except KafkaError as error:
             read.error = error
@@ -222,7 +235,7 @@ async def _long_poll(context: RequestContext, request: FetchRequest, session: Fe
                 await woken
             finally:
                 timer.cancel()
-            reads = _read_all(context, session, request.max_bytes, request.isolation_level)
+            reads = _read_all(context, session, request.max_bytes, fetch_isolation(context, request))
             if loop.time() >= deadline or _can_answer(request, reads, stopping=broker.stopping):
                 return _response(context, request, session, reads)
     finally:

@@ -59,6 +59,7 @@ from protocol.messages.write_txn_markers_request import (
     WriteTxnMarkersRequest,
 )
 from protocol.records import Record, encode_batch
+from replication.partition import FetchIsolation
 from storage.clock import ManualClock
 from storage.producer_state import EndMarker
 
@@ -134,7 +135,8 @@ def read_values(broker: Broker, partition: int, *, read_committed: bool) -> list
 
     part = broker.replica_manager.partition("t", partition)
     assert part is not None
-    fetched = part.read(0, 1 << 20, min_one_message=True, read_committed=read_committed)
+    isolation = FetchIsolation.TXN_COMMITTED if read_committed else FetchIsolation.HIGH_WATERMARK
+    fetched = part.read(0, 1 << 20, min_one_message=True, isolation=isolation)
     if fetched is None:
         return []
     aborted = {(a.producer_id, a.first_offset, a.last_offset)
