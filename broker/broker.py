@@ -23,10 +23,12 @@ from broker.fetch_session import FetchSessionCache
 from broker.group.coordinator import GroupCoordinator
 from broker.group.loading import OffsetsLoader
 from broker.group.offsets import OffsetsConfig, OffsetStore
+from broker.purgatory_reaper import PurgatoryReaper
 from broker.replica_manager import ReplicaManager
 from broker.transaction.service import TransactionService
+from replication.append import ReplicaAppender
 from replication.metadata.image import MetadataImage, TopicImage
-from replication.partition import Waiter
+from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.log import Log
@@ -53,13 +55,14 @@ class Broker:
     offset_store: OffsetStore
     offsets_loader: OffsetsLoader
     transactions: TransactionService
+    appender: ReplicaAppender
+    fetch_reaper: PurgatoryReaper[DelayedOperation]
     cluster_id: str = ""
     advertised: tuple[Listener, ...] = ()
     stopping: bool = False
     storage_executor: Executor | None = None  # set by the daemon: where fsyncs run
     metrics: RequestMetrics | None = None  # set by the daemon when metrics.port is on
     authorizer: Authorizer | None = None  # authorizer.class.name set: broker.auth
-    _next_waiter_key: int = field(default=0, repr=False)
     _flushing: set[Log] = field(default_factory=set, repr=False)
 
     @classmethod
@@ -79,7 +82,10 @@ class Broker:
             default_replication_factor=config.default_replication_factor,
             metadata_log_config=config.metadata_log_config,
         )
-        offset_store = OffsetStore(replica_manager, config=offsets_config(config), clock=clock)
+        fetch_purgatory = DelayedOperationPurgatory[DelayedOperation]("Fetch", clock=clock)
+        appender = ReplicaAppender(replica_manager.partition, fetch_purgatory=fetch_purgatory)
+        offset_store = OffsetStore(replica_manager, config=offsets_config(config), clock=clock,
+                                   appender=appender)
         group_coordinator = GroupCoordinator(config=config.group_config, clock=clock, store=offset_store,
                                              partition_for=offset_store.partition_for)
         broker = cls(
@@ -94,7 +100,10 @@ class Broker:
             transactions=TransactionService.create(
                 config.transaction_config, clock=clock, replica_manager=replica_manager,
                 offset_store=offset_store, offsets_partition_loading=group_coordinator.is_loading,
+                appender=appender,
             ),
+            appender=appender,
+            fetch_reaper=PurgatoryReaper(fetch_purgatory),
             advertised=config.advertised_listeners,
         )
         if config.authorizer_class_name:
@@ -124,15 +133,6 @@ class Broker:
     def node_id(self) -> int:
         return self.config.node_id
 
-    def new_waiter_key(self) -> int:
-        self._next_waiter_key += 1
-        return self._next_waiter_key
-
-    @staticmethod
-    def wake(waiters: list[Waiter]) -> None:
-        for waiter in waiters:
-            waiter()
-
     def flush_in_background(self, log: Log) -> None:
         """``flush.messages`` reached: fsync the log off the event loop (once at a time)."""
         if log in self._flushing:
@@ -153,6 +153,9 @@ class Broker:
 
     def _forget_topics(self, topics: list[TopicImage]) -> None:
         self.fetch_sessions.remove_topics({t.topic_id for t in topics}, {t.name for t in topics})
+        for topic in topics:  # long polls on a deleted partition answer UNKNOWN_TOPIC_OR_PARTITION
+            for index in topic.partitions:
+                self.appender.try_complete_delayed((topic.name, index))
 
 
 def offsets_config(config: BrokerConfig) -> OffsetsConfig:

@@ -45,7 +45,7 @@ from replication.metadata.log import (
     MetadataLog,
     MetadataLogConfig,
 )
-from replication.partition import Partition, Waiter
+from replication.partition import Partition
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import CorruptPartitionMetadataError
@@ -227,16 +227,11 @@ class ReplicaManager:
         topic, records = plan_delete_topic(self.image, name=name, topic_id=topic_id)
         assert self.metadata_log is not None
         self.metadata_log.append(records)
-        waiters: list[Waiter] = []
         for index in topic.partitions:
-            partition = self.partitions.pop((topic.name, index), None)
-            if partition is not None:
-                waiters += partition.take_waiters()
+            self.partitions.pop((topic.name, index), None)
             self.log_manager.delete_log(topic.name, index)
         for callback in self.on_topics_deleted:
             callback([topic])
-        for waiter in waiters:
-            waiter()
         logger.info("deleted topic %s (%s)", topic.name, topic.topic_id)
         return topic
 

@@ -7,18 +7,17 @@ Invariants:
   number (not read off the log) so that replication can hold it back until followers catch up;
 - consumers read below the high watermark only (``read`` caps at it); read_committed consumers
   below the last stable offset, ``min(first offset of the oldest open transaction, high
-  watermark)`` (Kafka's ``UnifiedLog.lastStableOffset``). A marker raises the high watermark
-  like any append, so read_committed fetches waiting on the partition are woken by it.
+  watermark)`` (Kafka's ``UnifiedLog.lastStableOffset``). How far a fetch reads is its
+  ``FetchIsolation``.
 
-Waiters are the delayed operations (long-poll fetches) to wake when the high watermark moves:
-opaque callables. ``append_as_leader`` returns the waiters to wake instead of calling them, so
-this class stays sans-IO; the broker calls them. Owned by the broker's event loop.
+Appends come through ``replication.append`` (the one entry point), which then checks the
+delayed operations watching this partition (``replication.purgatory``); this class knows
+nothing of them. Owned by the broker's event loop.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from uuid import UUID
 
 from protocol.errors import (
@@ -34,10 +33,7 @@ from storage.transaction_index import AbortedTxn
 
 __all__ = [
     "HIGH_WATERMARK", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "FetchIsolation", "Partition",
-    "Waiter",
 ]
-
-Waiter = Callable[[], None]
 
 
 class FetchIsolation(enum.Enum):
@@ -72,7 +68,6 @@ class Partition:
         self.replicas: tuple[int, ...] = (node_id,)
         self.isr: tuple[int, ...] = (node_id,)
         self.high_watermark = log.log_end_offset
-        self._waiters: dict[int, Waiter] = {}
 
     @property
     def log_start_offset(self) -> int:
@@ -95,22 +90,22 @@ class Partition:
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         transaction_verified: bool = False,
-    ) -> tuple[AppendResult, list[Waiter]]:
-        """Append client (or coordinator) batches; returns the result and the waiters to wake."""
+    ) -> AppendResult:
+        """Append client (or coordinator) batches, then move the high watermark."""
         result = self.log.append_as_leader(
             records, leader_epoch=self.leader_epoch, origin=origin,
             transaction_verified=transaction_verified,
         )
-        return result, self.maybe_advance_high_watermark()
+        self.maybe_advance_high_watermark()
+        return result
 
-    def append_end_marker(
-        self, producer_id: int, producer_epoch: int, marker: EndMarker
-    ) -> tuple[AppendResult, list[Waiter]]:
-        """Write a transaction's COMMIT or ABORT marker; the result and the waiters to wake."""
+    def append_end_marker(self, producer_id: int, producer_epoch: int, marker: EndMarker) -> AppendResult:
+        """Write a transaction's COMMIT or ABORT marker, then move the high watermark."""
         result = self.log.append_end_marker(
             producer_id, producer_epoch, marker, leader_epoch=self.leader_epoch
         )
-        return result, self.maybe_advance_high_watermark()
+        self.maybe_advance_high_watermark()
+        return result
 
     def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
         return self.log.producer_state.has_ongoing_transaction(producer_id, producer_epoch)
@@ -119,13 +114,14 @@ class Partition:
         """What a read_committed fetch from ``start_offset`` must skip (reads stop at the LSO)."""
         return self.log.aborted_transactions(start_offset, self.last_stable_offset)
 
-    def maybe_advance_high_watermark(self) -> list[Waiter]:
-        """Single node: the ISR is this node, so the high watermark is the log end offset."""
+    def maybe_advance_high_watermark(self) -> bool:
+        """Single node: the ISR is this node, so the high watermark is the log end offset
+        (Kafka's ``maybeIncrementLeaderHW``). True when it moved."""
         new = self.log.log_end_offset
         if new <= self.high_watermark:
-            return []
+            return False
         self.high_watermark = new
-        return self.take_waiters()
+        return True
 
     def read(
         self,
@@ -195,17 +191,6 @@ class Partition:
         if leader_epoch == self.leader_epoch:
             return leader_epoch, self.log_end_offset
         return leader_epoch, self.log_start_offset
-
-    def add_waiter(self, key: int, waiter: Waiter) -> None:
-        self._waiters[key] = waiter
-
-    def remove_waiter(self, key: int) -> None:
-        self._waiters.pop(key, None)
-
-    def take_waiters(self) -> list[Waiter]:
-        waiters = list(self._waiters.values())
-        self._waiters.clear()
-        return waiters
 
     def __repr__(self) -> str:
         return (

@@ -6,8 +6,10 @@ producer id and first offset each, which clients use to drop those producers' re
 the ABORT marker). Every response carries the partition's last stable offset. Per-partition ``partition_max_bytes`` and the response's ``max_bytes`` are
 Kafka's (KIP-74): the first partition with data returns at least one whole batch even when it
 is larger than both. Long poll: when fewer than ``min_bytes`` are readable and ``max_wait_ms``
-> 0, the fetch waits on its partitions and is woken by an append (no polling), re-reading
-until ``min_bytes`` are there or the wait is over. Fetch sessions (KIP-227) are kept by
+> 0, the fetch becomes a ``DelayedFetch`` in the broker's fetch purgatory
+(``replication.purgatory``), watched under its partitions: every append (``replication.append``)
+tries it again, and it is answered when ``min_bytes`` are there or at ``max_wait_ms`` (no
+polling). Fetch sessions (KIP-227) are kept by
 ``broker.fetch_session``.
 
 Zero copy: the response is encoded with a 16-byte marker as the records of each partition that
@@ -36,7 +38,9 @@ import asyncio
 import logging
 import os
 import struct
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from broker.apis import (
@@ -67,6 +71,7 @@ from protocol.messages.fetch_response import (
     PartitionData,
 )
 from replication.partition import FetchIsolation, Partition
+from replication.purgatory import DelayedOperation
 from storage.segment import FetchSlice
 
 logger = logging.getLogger("samsa.broker.apis.fetch")
@@ -206,41 +211,55 @@ def _can_answer(request: FetchRequest, reads: list[PartitionRead], *, stopping: 
     return sum(read.slice.length for read in reads if read.slice) >= request.min_bytes
 
 
-async def _long_poll(context: RequestContext, request: FetchRequest, session: FetchContext) -> FetchResponse | ZeroCopyResponse:
-    """Wait for appends to the fetched partitions until min_bytes are readable or time is up."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + request.max_wait_ms / 1000
-    broker = context.broker
-    key = broker.new_waiter_key()
-    partitions = [
-        p for (topic_id, name, index) in (r.key for r in session.partitions)
-        if name and (p := broker.replica_manager.partition(name, index)) is not None
-    ]
-    recheck = True  # appends between the handler's read and this task's start woke nobody
-    try:
-        while True:
-            woken = loop.create_future()
+class DelayedFetch(DelayedOperation):
+    """A long-poll Fetch in the broker's purgatory (Kafka's ``DelayedFetch``): it completes
+    when a re-read finds ``min_bytes`` (or an error, or the broker stopping), or at
+    ``max_wait_ms``; either way its answer is a read made at that moment."""
 
-            def wake(future: asyncio.Future[None] = woken) -> None:
-                if not future.done():
-                    future.set_result(None)
+    def __init__(
+        self, context: RequestContext, request: FetchRequest, session: FetchContext,
+        answer: asyncio.Future[FetchResponse | ZeroCopyResponse],
+    ) -> None:
+        super().__init__(request.max_wait_ms)
+        self.context = context
+        self.request = request
+        self.session = session
+        self.answer = answer
+        self._reads: list[PartitionRead] | None = None
 
-            for partition in partitions:
-                partition.add_waiter(key, wake)
-            if recheck:
-                recheck = False
-                wake()  # read once more now that the waiters are in place
-            timer = loop.call_at(deadline, wake)
-            try:
-                await woken
-            finally:
-                timer.cancel()
-            reads = _read_all(context, session, request.max_bytes, fetch_isolation(context, request))
-            if loop.time() >= deadline or _can_answer(request, reads, stopping=broker.stopping):
-                return _response(context, request, session, reads)
-    finally:
-        for partition in partitions:
-            partition.remove_waiter(key)
+    def try_complete(self) -> bool:
+        reads = self._read()
+        if not _can_answer(self.request, reads, stopping=self.context.broker.stopping):
+            return False
+        self._reads = reads
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        reads = self._reads if self._reads is not None else self._read()
+        if not self.answer.done():  # done: the connection went away and the task was cancelled
+            self.answer.set_result(_response(self.context, self.request, self.session, reads))
+
+    def _read(self) -> list[PartitionRead]:
+        return _read_all(self.context, self.session, self.request.max_bytes,
+                         fetch_isolation(self.context, self.request))
+
+
+def _long_poll(
+    context: RequestContext, request: FetchRequest, session: FetchContext
+) -> Coroutine[Any, Any, FetchResponse | ZeroCopyResponse]:
+    """Park the fetch in the purgatory now, watched under its partitions (its deadline counts
+    from the request's arrival); the connection awaits its answer."""
+    answer: asyncio.Future[FetchResponse | ZeroCopyResponse] = (
+        asyncio.get_running_loop().create_future())
+    keys = [(name, index) for _, name, index in (r.key for r in session.partitions) if name]
+    context.broker.fetch_reaper.watch(DelayedFetch(context, request, session, answer), keys)
+    return _answer(answer)
+
+
+async def _answer(
+    answer: asyncio.Future[FetchResponse | ZeroCopyResponse],
+) -> FetchResponse | ZeroCopyResponse:
+    return await answer
 
 
 def _response(

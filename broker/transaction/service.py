@@ -25,6 +25,7 @@ from broker.replica_manager import ReplicaManager
 from broker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.markers import PartitionMarkerWriter
 from broker.transaction.state_log import TransactionStateLog
+from replication.append import ReplicaAppender
 from storage.clock import Clock
 
 __all__ = ["TransactionService"]
@@ -46,15 +47,16 @@ class TransactionService:
         replica_manager: ReplicaManager,
         offset_store: OffsetStore,
         offsets_partition_loading: Callable[[int], bool] | None = None,
+        appender: ReplicaAppender,
     ) -> TransactionService:
         state_log = TransactionStateLog(
             replica_manager,
             num_partitions=config.transaction_state_log_num_partitions,
             segment_bytes=config.transaction_state_log_segment_bytes,
-            clock=clock,
+            clock=clock, appender=appender,
         )
         markers = PartitionMarkerWriter(
-            replica_manager,
+            replica_manager, appender,
             on_offsets_marker=offset_store.complete_transaction,
             offsets_partition_loading=offsets_partition_loading,
         )

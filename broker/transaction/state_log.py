@@ -59,9 +59,11 @@ from protocol.records import (
     read_batch_header,
 )
 from replication.partition import Partition
+from storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager
+    from replication.append import ReplicaAppender
     from storage.clock import Clock
 
 __all__ = [
@@ -143,9 +145,10 @@ class TransactionStateLog:
 
     def __init__(
         self, replica_manager: ReplicaManager, *, num_partitions: int, segment_bytes: int,
-        clock: Clock,
+        clock: Clock, appender: ReplicaAppender,
     ) -> None:
         self.replica_manager = replica_manager
+        self.appender = appender
         self.num_partitions = num_partitions
         self.segment_bytes = segment_bytes
         self.clock = clock
@@ -166,9 +169,11 @@ class TransactionStateLog:
         record = Record(offset=0, timestamp=self.clock.milliseconds(),
                         key=transaction_log_key(transactional_id),
                         value=transaction_log_value(transit))
-        _, waiters = partition.append_as_leader(encode_batch([record]))
-        for waiter in waiters:  # fetchers long-polling __transaction_state
-            waiter()
+        key = (partition.topic, partition.partition)
+        outcome = self.appender.append_records(
+            {key: encode_batch([record])}, required_acks=-1, origin=AppendOrigin.COORDINATOR)[key]
+        if outcome.error is not None:
+            raise outcome.error
 
     def _partition(self, index: int) -> Partition:
         if self.replica_manager.topic_by_name(TRANSACTION_STATE_TOPIC) is None:

@@ -377,7 +377,7 @@ def test_a_reload_replays_transactional_offsets_and_their_markers(
 
     def marker(producer_id: int, commit: bool) -> None:
         error = markers.write_marker((OFFSETS_TOPIC, partition), producer_id, 0,
-                                     EndMarker(not commit, 0), [])
+                                     EndMarker(not commit, 0))
         assert error is ErrorCode.NONE
 
     store.commit_transactional("g", 1000, 0, {("t", 0): OffsetAndMetadata(10)})
