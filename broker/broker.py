@@ -27,6 +27,7 @@ from broker.purgatory_reaper import PurgatoryReaper
 from broker.replica_manager import ReplicaManager
 from broker.transaction.service import TransactionService
 from replication.append import ReplicaAppender
+from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from storage.clock import Clock
@@ -57,6 +58,7 @@ class Broker:
     transactions: TransactionService
     appender: ReplicaAppender
     fetch_reaper: PurgatoryReaper[DelayedOperation]
+    high_watermark_checkpoints: HighWatermarkCheckpoints
     cluster_id: str = ""
     advertised: tuple[Listener, ...] = ()
     stopping: bool = False
@@ -104,6 +106,7 @@ class Broker:
             ),
             appender=appender,
             fetch_reaper=PurgatoryReaper(fetch_purgatory),
+            high_watermark_checkpoints=HighWatermarkCheckpoints(log_manager),
             advertised=config.advertised_listeners,
         )
         if config.authorizer_class_name:
@@ -122,12 +125,19 @@ class Broker:
         them in the background once the listeners are open (``offsets_loader``)."""
         self.cluster_id = read_or_create_cluster_id(self.config.log_dirs, self.config.node_id)
         self.log_manager.startup()
+        self.replica_manager.high_watermark_checkpoints = self.high_watermark_checkpoints.read()
         self.replica_manager.startup()
+        self.replica_manager.high_watermark_checkpoints = {}  # new partitions start at 0
         self.offsets_loader.schedule()
         self.transactions.load()  # before serving: no COORDINATOR_LOAD_IN_PROGRESS window
 
     def shutdown(self) -> None:
+        self.checkpoint_high_watermarks()
         self.log_manager.shutdown()
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Kafka's ``checkpointHighWatermarks``: scheduled, and at a clean stop."""
+        self.high_watermark_checkpoints.write(self.replica_manager.high_watermarks())
 
     @property
     def node_id(self) -> int:

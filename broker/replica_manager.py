@@ -81,6 +81,8 @@ class ReplicaManager:
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # replication-offset-checkpoint, read by the broker before startup() opens partitions.
+        self.high_watermark_checkpoints: Mapping[tuple[str, int], int] = {}
         self.metadata_log: MetadataLog | None = None
         self._next_producer_id = 0
         self._producer_id_limit = 0
@@ -171,8 +173,9 @@ class ReplicaManager:
             log = self.log_manager.get_or_create_log(topic.name, index, config,
                                                      topic_id=topic.topic_id)
             log.config = config
-            partition = Partition(log, topic_id=topic.topic_id, leader_epoch=state.leader_epoch,
-                                  node_id=self.node_id)
+            partition = Partition(
+                log, topic_id=topic.topic_id, leader_epoch=state.leader_epoch, node_id=self.node_id,
+                high_watermark_checkpoint=self.high_watermark_checkpoints.get((topic.name, index), 0))
             self.partitions[(topic.name, index)] = partition
 
     # -- lookups ------------------------------------------------------------------------------

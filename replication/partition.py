@@ -5,6 +5,10 @@ Invariants:
 - on a single node the ISR is this node alone, so every append is fully replicated at once and
   ``append_as_leader`` moves the high watermark to the log end offset. It is kept as its own
   number (not read off the log) so that replication can hold it back until followers catch up;
+- a partition starts from the high watermark checkpointed in ``replication-offset-checkpoint``
+  (``replication.high_watermark_checkpoint``; 0 when missing), bounded by its log, as Kafka's
+  ``Partition.createLog``; as a leader whose ISR is itself alone it then moves it to the log end
+  offset at once (Kafka's ``maybeIncrementLeaderHW`` on becoming leader);
 - consumers read below the high watermark only (``read`` caps at it); read_committed consumers
   below the last stable offset, ``min(first offset of the oldest open transaction, high
   watermark)`` (Kafka's ``UnifiedLog.lastStableOffset``). How far a fetch reads is its
@@ -58,7 +62,10 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class Partition:
-    def __init__(self, log: Log, *, topic_id: UUID, leader_epoch: int = 0, node_id: int = 0) -> None:
+    def __init__(
+        self, log: Log, *, topic_id: UUID, leader_epoch: int = 0, node_id: int = 0,
+        high_watermark_checkpoint: int = 0,
+    ) -> None:
         self.log = log
         self.topic = log.topic
         self.partition = log.partition
@@ -67,7 +74,11 @@ class Partition:
         self.leader_id = node_id
         self.replicas: tuple[int, ...] = (node_id,)
         self.isr: tuple[int, ...] = (node_id,)
-        self.high_watermark = log.log_end_offset
+        # Kafka's UnifiedLog.updateHighWatermark: the checkpoint, within [log start, log end].
+        self.initial_high_watermark = min(max(high_watermark_checkpoint, log.log_start_offset),
+                                          log.log_end_offset)
+        self.high_watermark = self.initial_high_watermark
+        self.maybe_advance_high_watermark()
 
     @property
     def log_start_offset(self) -> int:
