@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from broker.apis import RequestContext, fetch, produce
+from broker.apis import fetch, produce
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from protocol.errors import ErrorCode
@@ -19,10 +19,10 @@ from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchT
 from protocol.messages.fetch_response import FetchResponse
 from protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.messages.produce_response import ProduceResponse
-from protocol.messages.request_header import RequestHeader
 from protocol.records import Record, encode_batch
 from storage.clock import ManualClock
 from storage.producer_state import EndMarker
+from tests.unit.broker.test_transaction_apis import context
 
 
 @pytest.fixture
@@ -39,11 +39,6 @@ def broker(tmp_path: Path, clock: ManualClock) -> Iterator[Broker]:
     broker.replica_manager.create_topic("t", num_partitions=1)
     yield broker
     broker.shutdown()
-
-
-def context(broker: Broker, api_key: int, version: int) -> RequestContext:
-    header = RequestHeader(request_api_key=api_key, request_api_version=version, client_id="test")
-    return RequestContext(header=header, api_version=version, broker=broker, connection_id="test")
 
 
 def long_poll(broker: Broker, *, isolation_level: int = 0, max_wait_ms: int = 500) -> Awaitable[Any]:
