@@ -11,9 +11,13 @@ their fetchers, not here. Per partition, in Kafka's order:
 3. no records → INVALID_RECORD; more bytes than ``segment.bytes`` → RECORD_LIST_TOO_LARGE;
 4. ``verify`` (the transaction check of Produce, KIP-890) raises its mapped error or says
    whether the coordinator vouched for the partition;
-5. the append itself (``Partition.append_as_leader``: validation, offsets, high watermark);
-6. the fetch purgatory is checked for the partition (``check_and_complete``): long polls
-   waiting on it are answered.
+5. the append itself (``Partition.append_as_leader``: validation, offsets, high watermark).
+
+Once every partition is appended, the fetch purgatory is checked for those that took records
+(``check_and_complete``, as Kafka's action queue does after the request): long polls waiting on
+them are answered, each read once however many of its partitions moved. Entries are a
+sequence, not a mapping: a request that names a partition twice appends twice, as Samsa always
+did (Kafka keeps the last).
 
 An error stops that partition only; anything unexpected becomes UNKNOWN_SERVER_ERROR with a
 logged traceback. acks: 0, 1 and -1 are valid (else INVALID_REQUIRED_ACKS for every partition).
@@ -28,7 +32,7 @@ Owned by the broker's event loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from protocol.errors import (
@@ -94,17 +98,34 @@ class ReplicaAppender:
 
     def append_records(
         self,
-        entries: Mapping[TopicPartition, Records | None],
+        entries: Sequence[tuple[TopicPartition, Records | None]],
         *,
         required_acks: int,
         origin: AppendOrigin,
         verify: Verify = unverified,
-    ) -> dict[TopicPartition, PartitionAppend]:
-        """Append each partition's records (see the module docstring); an outcome per entry."""
+    ) -> list[PartitionAppend]:
+        """Append each partition's records (see the module docstring); an outcome per entry,
+        in order."""
         if required_acks not in VALID_REQUIRED_ACKS:
-            error = InvalidRequiredAcksError()
-            return {key: PartitionAppend(error=error) for key in entries}
-        return {key: self._append(key, records, origin, verify) for key, records in entries.items()}
+            return [PartitionAppend(error=InvalidRequiredAcksError()) for _ in entries]
+        outcomes = [self._append(key, records, origin, verify) for key, records in entries]
+        self.try_complete_delayed(*{
+            key: None for (key, _), outcome in zip(entries, outcomes, strict=True)
+            if outcome.result is not None and not outcome.result.duplicate
+        })
+        return outcomes
+
+    def append_one(
+        self, key: TopicPartition, records: Records, *, origin: AppendOrigin,
+        verify: Verify = unverified,
+    ) -> AppendResult:
+        """A coordinator's single append with acks=-1; raises the partition's KafkaError."""
+        outcome = self.append_records([(key, records)], required_acks=-1, origin=origin,
+                                      verify=verify)[0]
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.result is not None
+        return outcome.result
 
     def append_end_marker(
         self, key: TopicPartition, producer_id: int, producer_epoch: int, marker: EndMarker
@@ -116,10 +137,11 @@ class ReplicaAppender:
         self.try_complete_delayed(key)
         return result
 
-    def try_complete_delayed(self, key: Hashable) -> None:
-        """A partition's log end, high watermark or last stable offset moved: delayed
-        operations watching it may complete."""
-        self.fetch_purgatory.check_and_complete(key)
+    def try_complete_delayed(self, *keys: Hashable) -> None:
+        """Partitions' log end, high watermark or last stable offset moved: delayed operations
+        watching them may complete."""
+        if keys:
+            self.fetch_purgatory.check_and_complete(*keys)
 
     def _append(
         self, key: TopicPartition, records: Records | None, origin: AppendOrigin, verify: Verify
@@ -146,10 +168,8 @@ class ReplicaAppender:
                 f"({partition.log.config.segment_bytes})"
             )
         transaction_verified = verify(partition, records)
-        result = partition.append_as_leader(
+        return partition.append_as_leader(
             records, origin=origin, transaction_verified=transaction_verified)
-        self.try_complete_delayed(key)
-        return result
 
     def _hosted(self, key: TopicPartition) -> Partition:
         partition = self._partition(*key)

@@ -7,8 +7,9 @@ for the ISR to reach its offsets (a DelayedProduce). It is *watched* under keys 
 topic-partition) and completes in exactly one of two ways:
 
 - by completion: whoever moves a partition's log end offset, high watermark or last stable
-  offset calls ``check_and_complete(key)``, which asks each operation watched under ``key``
-  to ``try_complete()``; an operation that can finish calls ``force_complete()``;
+  offset calls ``check_and_complete(*keys)``, which asks each operation watched under those
+  keys to ``try_complete()`` (once, however many of its keys moved); an operation that can
+  finish calls ``force_complete()``;
 - by expiry: ``expire_due()`` (called by the shell's timer, ``broker.purgatory_reaper``) force
   completes every operation whose deadline, ``delay_ms`` after it was watched on the clock's
   monotonic milliseconds, has come (``deadline <= now``), then calls its ``on_expiration()``.
@@ -94,11 +95,12 @@ class DelayedOperationPurgatory(Generic[T]):
         heapq.heappush(self._deadlines, (deadline, next(self._sequence), operation))
         return False
 
-    def check_and_complete(self, key: Hashable) -> int:
-        """Something about ``key`` moved: try each operation watched under it; the number that
-        completed."""
+    def check_and_complete(self, *keys: Hashable) -> int:
+        """Something about ``keys`` moved: try each operation watched under any of them, once
+        (an operation watching several of them is read once); the number that completed."""
         completed = 0
-        for operation in list(self._watchers.get(key, ())):
+        watching = dict.fromkeys(op for key in keys for op in self._watchers.get(key, ()))
+        for operation in watching:
             if operation.is_completed:
                 self._unwatch(operation)
             elif operation.try_complete():

@@ -44,6 +44,7 @@ whose transactional batches carry several producer ids (each partition is checke
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from broker.apis import (
     CLOSE_CONNECTION,
@@ -64,7 +65,7 @@ from protocol.errors import (
     TransactionalIdAuthorizationFailedError,
     error_for_code,
 )
-from protocol.messages.produce_request import PartitionProduceData, ProduceRequest
+from protocol.messages.produce_request import ProduceRequest
 from protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
     PartitionProduceResponse,
@@ -72,7 +73,7 @@ from protocol.messages.produce_response import (
     TopicProduceResponse,
 )
 from protocol.records import BATCH_HEADER_SIZE, read_batch_header
-from replication.append import Records
+from replication.append import PartitionAppend, Records
 from replication.partition import Partition
 from storage.producer_state import AppendOrigin
 
@@ -96,6 +97,7 @@ def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
             return _unauthorized(request, TransactionalIdAuthorizationFailedError())
         names = [topic.name for topic in request.topic_data]
         denied = set(names) - filter_authorized(context, AclOperation.WRITE, ResourceType.TOPIC, names)
+    outcomes = _append_all(context, request, denied)
     response = ProduceResponse()
     failed = False
     for topic in request.topic_data:
@@ -104,7 +106,7 @@ def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
             if topic.name in denied:
                 answer = _failed(data.index, TopicAuthorizationFailedError())
             else:
-                answer = _append(context, request, topic.name, data)
+                answer = _answer(context, (topic.name, data.index), next(outcomes))
             failed = failed or answer.error_code != 0
             answers.partition_responses.append(answer)
         response.responses.append(answers)
@@ -117,27 +119,33 @@ def _unauthorized(request: ProduceRequest, error: KafkaError) -> HandlerResult:
     return CLOSE_CONNECTION if request.acks == 0 else error_response(request, error)
 
 
-def _append(
-    context: RequestContext, request: ProduceRequest, topic: str, data: PartitionProduceData
-) -> PartitionProduceResponse:
-    """One partition through the broker's one append entry point (``replication.append``)."""
+def _append_all(
+    context: RequestContext, request: ProduceRequest, denied: set[str]
+) -> Iterator[PartitionAppend]:
+    """The authorized partitions, in request order, through the broker's one append entry
+    point (``replication.append``); their outcomes in the same order."""
     def verify(partition: Partition, records: Records) -> bool:
         return _verify_transaction(context, request.transactional_id, partition, records)
 
-    key = (topic, data.index)
-    outcome = context.broker.appender.append_records(
-        {key: data.records}, required_acks=request.acks, origin=AppendOrigin.CLIENT, verify=verify,
-    )[key]
+    entries = [((topic.name, data.index), data.records) for topic in request.topic_data
+               if topic.name not in denied for data in topic.partition_data]
+    return iter(context.broker.appender.append_records(
+        entries, required_acks=request.acks, origin=AppendOrigin.CLIENT, verify=verify))
+
+
+def _answer(
+    context: RequestContext, key: tuple[str, int], outcome: PartitionAppend
+) -> PartitionProduceResponse:
     if outcome.error is not None:
-        return _failed(data.index, outcome.error)
+        return _failed(key[1], outcome.error)
     result = outcome.result
     assert result is not None
     if result.flush_due:
-        partition = context.broker.replica_manager.partition(topic, data.index)
+        partition = context.broker.replica_manager.partition(*key)
         if partition is not None:
             context.broker.flush_in_background(partition.log)
     return PartitionProduceResponse(
-        index=data.index,
+        index=key[1],
         error_code=0,
         base_offset=result.first_offset,
         log_append_time_ms=result.log_append_time_ms,

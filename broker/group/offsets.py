@@ -250,11 +250,8 @@ class OffsetStore:
         else:  # a transactional offset commit: the producer's id and epoch, no sequence
             batch = encode_batch(records, producer_id=producer[0], producer_epoch=producer[1],
                                  is_transactional=True)
-        key = (partition.topic, partition.partition)
-        outcome = self.appender.append_records(
-            {key: batch}, required_acks=-1, origin=AppendOrigin.COORDINATOR, verify=verified)[key]
-        if outcome.error is not None:
-            raise outcome.error
+        self.appender.append_one((partition.topic, partition.partition), batch,
+                                 origin=AppendOrigin.COORDINATOR, verify=verified)
 
     def _partition(self, index: int) -> Partition:
         self._ensure_topic()

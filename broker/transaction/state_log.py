@@ -169,11 +169,8 @@ class TransactionStateLog:
         record = Record(offset=0, timestamp=self.clock.milliseconds(),
                         key=transaction_log_key(transactional_id),
                         value=transaction_log_value(transit))
-        key = (partition.topic, partition.partition)
-        outcome = self.appender.append_records(
-            {key: encode_batch([record])}, required_acks=-1, origin=AppendOrigin.COORDINATOR)[key]
-        if outcome.error is not None:
-            raise outcome.error
+        self.appender.append_one((partition.topic, partition.partition), encode_batch([record]),
+                                 origin=AppendOrigin.COORDINATOR)
 
     def _partition(self, index: int) -> Partition:
         if self.replica_manager.topic_by_name(TRANSACTION_STATE_TOPIC) is None:

@@ -71,43 +71,41 @@ def batch(count: int = 2, size: int = 1) -> bytes:
                          for i in range(count)])
 
 
-def codes(outcomes: dict[tuple[str, int], PartitionAppend]) -> dict[tuple[str, int], ErrorCode]:
-    return {key: ErrorCode(outcome.error.code) if outcome.error is not None else ErrorCode.NONE
-            for key, outcome in outcomes.items()}
+def codes(outcomes: list[PartitionAppend]) -> list[ErrorCode]:
+    return [ErrorCode(outcome.error.code) if outcome.error is not None else ErrorCode.NONE
+            for outcome in outcomes]
 
 
 def test_each_partition_is_checked_alone_in_kafkas_order(hosted: dict[tuple[str, int], Partition]) -> None:
     appender, _ = appender_for(hosted)
     outcomes = appender.append_records(
-        {("orders", 0): batch(), ("__consumer_offsets", 0): batch(), ("missing", 0): batch(),
-         ("orders", 1): None},
+        [(("orders", 0), batch()), (("__consumer_offsets", 0), batch()), (("missing", 0), batch()),
+         (("orders", 1), None), (("orders", 0), batch(3))],
         required_acks=-1, origin=AppendOrigin.CLIENT,
     )
-    assert codes(outcomes) == {
-        ("orders", 0): ErrorCode.NONE,
-        ("__consumer_offsets", 0): ErrorCode.INVALID_TOPIC_EXCEPTION,  # clients only
-        ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ("orders", 1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,  # before the missing records
-    }
-    result = outcomes[("orders", 0)].result
-    assert result is not None and (result.first_offset, outcomes[("orders", 0)].required_offset) == (0, 2)
-    assert hosted[("orders", 0)].high_watermark == 2
+    assert codes(outcomes) == [
+        ErrorCode.NONE,
+        ErrorCode.INVALID_TOPIC_EXCEPTION,  # for clients only
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,  # before the missing records
+        ErrorCode.NONE,  # a partition named twice is appended twice
+    ]
+    first, second = outcomes[0].result, outcomes[4].result
+    assert first is not None and (first.first_offset, outcomes[0].required_offset) == (0, 2)
+    assert second is not None and (second.first_offset, outcomes[4].required_offset) == (2, 5)
+    assert hosted[("orders", 0)].high_watermark == 5
 
 
 def test_records_checks_and_the_coordinators_origin(hosted: dict[tuple[str, int], Partition]) -> None:
     appender, _ = appender_for(hosted)
-    assert codes(appender.append_records({("orders", 0): None}, required_acks=1,
-                                         origin=AppendOrigin.CLIENT)) == {
-        ("orders", 0): ErrorCode.INVALID_RECORD}
-    assert codes(appender.append_records({("orders", 0): batch(size=5000)}, required_acks=1,
-                                         origin=AppendOrigin.CLIENT)) == {
-        ("orders", 0): ErrorCode.RECORD_LIST_TOO_LARGE}
-    assert codes(appender.append_records({("__consumer_offsets", 0): batch()}, required_acks=-1,
-                                         origin=AppendOrigin.COORDINATOR)) == {
-        ("__consumer_offsets", 0): ErrorCode.NONE}
-    assert codes(appender.append_records({("orders", 0): batch()}, required_acks=2,
-                                         origin=AppendOrigin.CLIENT)) == {
-        ("orders", 0): ErrorCode.INVALID_REQUIRED_ACKS}
+    assert codes(appender.append_records([(("orders", 0), None)], required_acks=1,
+                                         origin=AppendOrigin.CLIENT)) == [ErrorCode.INVALID_RECORD]
+    assert codes(appender.append_records([(("orders", 0), batch(size=5000))], required_acks=1,
+                                         origin=AppendOrigin.CLIENT)) == [ErrorCode.RECORD_LIST_TOO_LARGE]
+    assert codes(appender.append_records([(("__consumer_offsets", 0), batch())], required_acks=-1,
+                                         origin=AppendOrigin.COORDINATOR)) == [ErrorCode.NONE]
+    assert codes(appender.append_records([(("orders", 0), batch())], required_acks=2,
+                                         origin=AppendOrigin.CLIENT)) == [ErrorCode.INVALID_REQUIRED_ACKS]
     assert hosted[("orders", 0)].log_end_offset == 0
 
 
@@ -120,12 +118,12 @@ def test_verification_decides_or_refuses(hosted: dict[tuple[str, int], Partition
     def refuse(partition: Partition, records: object) -> bool:
         raise InvalidProducerEpochError("fenced")
 
-    refused = appender.append_records({("orders", 0): transactional}, required_acks=-1,
+    refused = appender.append_records([(("orders", 0), transactional)], required_acks=-1,
                                       origin=AppendOrigin.CLIENT, verify=refuse)
-    assert codes(refused) == {("orders", 0): ErrorCode.INVALID_PRODUCER_EPOCH}
-    accepted = appender.append_records({("orders", 0): transactional}, required_acks=-1,
+    assert codes(refused) == [ErrorCode.INVALID_PRODUCER_EPOCH]
+    accepted = appender.append_records([(("orders", 0), transactional)], required_acks=-1,
                                        origin=AppendOrigin.CLIENT, verify=verified)
-    assert codes(accepted) == {("orders", 0): ErrorCode.NONE}
+    assert codes(accepted) == [ErrorCode.NONE]
     assert hosted[("orders", 0)].last_stable_offset == 0  # the transaction is open
 
 
@@ -137,11 +135,11 @@ def test_an_append_completes_the_operations_watching_its_partition(
     waiting: dict[Hashable, Fetching] = {"orders": Fetching(orders, 1), "offsets": Fetching(offsets, 1)}
     purgatory.try_complete_else_watch(waiting["orders"], [("orders", 0)])
     purgatory.try_complete_else_watch(waiting["offsets"], [("__consumer_offsets", 0)])
-    appender.append_records({("orders", 0): batch()}, required_acks=1, origin=AppendOrigin.CLIENT)
+    appender.append_records([(("orders", 0), batch())], required_acks=1, origin=AppendOrigin.CLIENT)
     assert (waiting["orders"].completions, waiting["offsets"].completions) == (1, 0)
     transactional = encode_batch([Record(offset=0, timestamp=0, key=b"k", value=b"v")],
                                  producer_id=3, producer_epoch=0, is_transactional=True)
-    appender.append_records({("__consumer_offsets", 0): transactional}, required_acks=-1,
+    appender.append_records([(("__consumer_offsets", 0), transactional)], required_acks=-1,
                             origin=AppendOrigin.COORDINATOR, verify=verified)
     assert waiting["offsets"].completions == 1
     read_committed = FetchingCommitted(offsets, 2)
@@ -151,3 +149,33 @@ def test_an_append_completes_the_operations_watching_its_partition(
     with pytest.raises(KafkaError) as missing:
         appender.append_end_marker(("gone", 0), 3, 0, EndMarker(False, 0))
     assert missing.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class Counting(DelayedOperation):
+    """Never ready: counts how often the purgatory asks."""
+
+    def __init__(self) -> None:
+        super().__init__(500)
+        self.tries = 0
+
+    def try_complete(self) -> bool:
+        self.tries += 1
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+
+def test_the_purgatory_is_checked_once_after_every_partition_is_appended(
+    hosted: dict[tuple[str, int], Partition],
+) -> None:
+    appender, purgatory = appender_for(hosted)
+    both = Counting()
+    purgatory.try_complete_else_watch(both, [("orders", 0), ("__consumer_offsets", 0)])
+    appender.append_records(
+        [(("orders", 0), batch()), (("__consumer_offsets", 0), batch()), (("orders", 0), batch())],
+        required_acks=1, origin=AppendOrigin.COORDINATOR)
+    assert both.tries == 2  # once when watched, once for the whole request
+    appender.append_records([(("missing", 0), batch())], required_acks=1,
+                            origin=AppendOrigin.CLIENT)
+    assert both.tries == 2  # nothing appended: nothing checked

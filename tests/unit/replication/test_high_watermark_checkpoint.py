@@ -51,7 +51,7 @@ def start(log_dir: Path, **overrides: str) -> Broker:
 def produce(broker: Broker, topic: str, count: int, index: int = 0) -> ErrorCode:
     key = (topic, index)
     outcome = broker.appender.append_records(
-        {key: records(count)}, required_acks=-1, origin=AppendOrigin.CLIENT)[key]
+        [(key, records(count))], required_acks=-1, origin=AppendOrigin.CLIENT)[0]
     return ErrorCode(outcome.error.code) if outcome.error is not None else ErrorCode.NONE
 
 
