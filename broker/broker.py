@@ -1,4 +1,6 @@
-"""The broker's shared state, as handlers see it: config, storage, partitions, sessions.
+"""The broker's shared state, as handlers see it: config, storage, partitions, sessions, the
+one append entry point (``appender``), the fetch purgatory with its timer (``fetch_reaper``)
+and the high-watermark checkpoint files.
 
 Built and started by ``broker.daemon``; every field is owned by the event loop. Handlers reach
 it through ``RequestContext.broker``.

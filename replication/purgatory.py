@@ -34,7 +34,11 @@ from typing import Generic, TypeVar
 
 from storage.clock import Clock
 
-__all__ = ["DelayedOperation", "DelayedOperationPurgatory"]
+__all__ = ["PURGE_INTERVAL", "DelayedOperation", "DelayedOperationPurgatory"]
+
+# Completed operations leave the deadline heap lazily; after this many completions the heap is
+# rebuilt without them (Kafka's fetch.purgatory.purge.interval.requests default, 1000).
+PURGE_INTERVAL = 1000
 
 
 class DelayedOperation(ABC):
@@ -82,6 +86,7 @@ class DelayedOperationPurgatory(Generic[T]):
         self._watchers: dict[Hashable, list[T]] = {}
         self._deadlines: list[tuple[int, int, T]] = []  # a heap: (deadline ms, tie-break, op)
         self._sequence = itertools.count()
+        self._completed_since_purge = 0
 
     def try_complete_else_watch(self, operation: T, keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now if it can; else watch it under ``keys`` until it completes
@@ -106,6 +111,9 @@ class DelayedOperationPurgatory(Generic[T]):
             elif operation.try_complete():
                 completed += 1
                 self._unwatch(operation)
+        self._completed_since_purge += completed
+        if self._completed_since_purge >= PURGE_INTERVAL:
+            self._purge_completed()
         return completed
 
     def expire_due(self) -> int:
@@ -140,6 +148,11 @@ class DelayedOperationPurgatory(Generic[T]):
     def delayed(self) -> int:
         """How many operations wait (Kafka's ``numDelayed``)."""
         return sum(not entry[2].is_completed for entry in self._deadlines)
+
+    def _purge_completed(self) -> None:
+        self._deadlines = [entry for entry in self._deadlines if not entry[2].is_completed]
+        heapq.heapify(self._deadlines)
+        self._completed_since_purge = 0
 
     def _unwatch(self, operation: T) -> None:
         for key in operation.watch_keys:

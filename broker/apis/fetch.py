@@ -224,7 +224,7 @@ class DelayedFetch(DelayedOperation):
         self.context = context
         self.request = request
         self.session = session
-        self.answer = answer
+        self.answer: asyncio.Future[FetchResponse | ZeroCopyResponse] | None = answer
         self._reads: list[PartitionRead] | None = None
 
     def try_complete(self) -> bool:
@@ -236,8 +236,9 @@ class DelayedFetch(DelayedOperation):
 
     def on_complete(self) -> None:
         reads = self._reads if self._reads is not None else self._read()
-        if not self.answer.done():  # done: the connection went away and the task was cancelled
-            self.answer.set_result(_response(self.context, self.request, self.session, reads))
+        answer, self.answer, self._reads = self.answer, None, None  # kept by the purgatory a while
+        if answer is not None and not answer.done():  # done: the connection went away
+            answer.set_result(_response(self.context, self.request, self.session, reads))
 
     def _read(self) -> list[PartitionRead]:
         return _read_all(self.context, self.session, self.request.max_bytes,

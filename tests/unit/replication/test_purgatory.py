@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
+from replication.purgatory import PURGE_INTERVAL, DelayedOperation, DelayedOperationPurgatory
 from storage.clock import ManualClock
 
 
@@ -159,3 +159,14 @@ class PurgatoryMachine(RuleBasedStateMachine):
 
 TestPurgatoryMachine = PurgatoryMachine.TestCase
 TestPurgatoryMachine.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+def test_completed_operations_leave_the_deadline_heap_every_purge_interval() -> None:
+    _, purgatory, levels = make()
+    for _ in range(PURGE_INTERVAL):
+        purgatory.try_complete_else_watch(Waiting(levels, ["a"], 1, 1000), ["a"])
+    levels["a"] = 1
+    waiting = Waiting(levels, ["b"], 1, 1000)
+    purgatory.try_complete_else_watch(waiting, ["b"])
+    assert purgatory.check_and_complete("a") == PURGE_INTERVAL
+    assert len(purgatory._deadlines) == purgatory.delayed() == 1  # only the one still waiting
