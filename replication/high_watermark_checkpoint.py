@@ -13,7 +13,8 @@ clean stop (Kafka's ``checkpointHighWatermarks``): for every online directory, t
 watermarks of the partitions whose logs live there (temp file, fsync, rename). Read once at
 start, before the partitions are opened: a partition starts from its checkpointed high
 watermark, bounded by its log (Kafka's ``Partition.createLog`` and
-``UnifiedLog.updateHighWatermark``); a partition missing from the file starts at 0. A leader
+``UnifiedLog.updateHighWatermark``), taken from the file in its log's own directory; a
+partition missing from that file starts at 0. A leader
 whose ISR is itself alone then moves it to its log end offset at once (``maybeIncrementLeaderHW``),
 which on a single node is every partition.
 
@@ -55,9 +56,12 @@ class HighWatermarkCheckpoints:
         high_watermarks: dict[TopicPartition, int] = {}
         for directory in self._online_directories():
             try:
-                high_watermarks.update(OffsetCheckpointFile(self.path(directory)).read())
+                entries = OffsetCheckpointFile(self.path(directory)).read()
             except (CorruptCheckpointError, OSError) as error:
                 self._take_offline(directory, f"error while reading checkpoint file: {error}")
+                continue
+            high_watermarks.update(  # a log's entry is the one in its own directory's file
+                (key, offset) for key, offset in entries.items() if self._directory_of(key) == directory)
         return high_watermarks
 
     def write(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
@@ -65,14 +69,18 @@ class HighWatermarkCheckpoints:
         by_directory: dict[Path, dict[TopicPartition, int]] = {
             directory: {} for directory in self._online_directories()}
         for key, high_watermark in high_watermarks.items():
-            log = self.log_manager.logs.get(key)
-            if log is not None and log.directory.parent in by_directory:
-                by_directory[log.directory.parent][key] = high_watermark
+            directory = self._directory_of(key)
+            if directory in by_directory:
+                by_directory[directory][key] = high_watermark
         for directory, entries in by_directory.items():
             try:
                 OffsetCheckpointFile(self.path(directory)).write(entries)
             except OSError as error:
                 self._take_offline(directory, f"error while writing checkpoint file: {error}")
+
+    def _directory_of(self, key: TopicPartition) -> Path | None:
+        log = self.log_manager.logs.get(key)
+        return None if log is None else log.directory.parent
 
     def _online_directories(self) -> list[Path]:
         health = self.log_manager.health

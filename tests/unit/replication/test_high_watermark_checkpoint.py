@@ -122,3 +122,16 @@ def test_only_online_directories_are_read_and_written(tmp_path: Path) -> None:
     assert (first / REPLICATION_OFFSET_CHECKPOINT).read_bytes() == b"0\n0\n"
     assert not (second / REPLICATION_OFFSET_CHECKPOINT).exists()
     assert checkpoints.read() == {}
+
+
+def test_a_partition_reads_the_file_of_its_own_directory(tmp_path: Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    manager = LogManager([first, second], clock=ManualClock())
+    manager.startup()
+    manager.get_or_create_log("orders", 0, LogConfig())
+    home = manager.logs[("orders", 0)].directory.parent
+    elsewhere = second if home == first else first
+    (home / REPLICATION_OFFSET_CHECKPOINT).write_bytes(b"0\n1\norders 0 4\n")
+    (elsewhere / REPLICATION_OFFSET_CHECKPOINT).write_bytes(b"0\n1\norders 0 9\n")  # a moved log's
+    assert HighWatermarkCheckpoints(manager).read() == {("orders", 0): 4}
+    manager.shutdown()
