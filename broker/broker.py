@@ -1,4 +1,6 @@
-"""The broker's shared state, as handlers see it: config, storage, partitions, sessions.
+"""The broker's shared state, as handlers see it: config, storage, partitions, sessions, the
+one append entry point (``appender``), the fetch purgatory with its timer (``fetch_reaper``)
+and the high-watermark checkpoint files.
 
 Built and started by ``broker.daemon``; every field is owned by the event loop. Handlers reach
 it through ``RequestContext.broker``.
@@ -23,10 +25,13 @@ from broker.fetch_session import FetchSessionCache
 from broker.group.coordinator import GroupCoordinator
 from broker.group.loading import OffsetsLoader
 from broker.group.offsets import OffsetsConfig, OffsetStore
+from broker.purgatory_reaper import PurgatoryReaper
 from broker.transaction.service import TransactionService
+from replication.append import ReplicaAppender
 from replication.controller.local import LocalController
+from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
 from replication.metadata.image import MetadataImage, TopicImage
-from replication.partition import Waiter
+from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from replication.replica_manager import ReplicaManager
 from storage.clock import Clock
 from storage.config import LogConfig
@@ -55,13 +60,15 @@ class Broker:
     offset_store: OffsetStore
     offsets_loader: OffsetsLoader
     transactions: TransactionService
+    appender: ReplicaAppender
+    fetch_reaper: PurgatoryReaper[DelayedOperation]
+    high_watermark_checkpoints: HighWatermarkCheckpoints
     cluster_id: str = ""
     advertised: tuple[Listener, ...] = ()
     stopping: bool = False
     storage_executor: Executor | None = None  # set by the daemon: where fsyncs run
     metrics: RequestMetrics | None = None  # set by the daemon when metrics.port is on
     authorizer: Authorizer | None = None  # authorizer.class.name set: broker.auth
-    _next_waiter_key: int = field(default=0, repr=False)
     _flushing: set[Log] = field(default_factory=set, repr=False)
 
     @classmethod
@@ -85,8 +92,10 @@ class Broker:
             default_replication_factor=config.default_replication_factor,
             default_config=lambda: log_manager.default_config,
         )
+        fetch_purgatory = DelayedOperationPurgatory[DelayedOperation]("Fetch", clock=clock)
+        appender = ReplicaAppender(replica_manager.partition, fetch_purgatory=fetch_purgatory)
         offset_store = OffsetStore(replica_manager, controller, config=offsets_config(config),
-                                   clock=clock)
+                                   clock=clock, appender=appender)
         group_coordinator = GroupCoordinator(config=config.group_config, clock=clock, store=offset_store,
                                              partition_for=offset_store.partition_for)
         broker = cls(
@@ -101,8 +110,12 @@ class Broker:
             offsets_loader=OffsetsLoader(offset_store, group_coordinator),
             transactions=TransactionService.create(
                 config.transaction_config, clock=clock, replica_manager=replica_manager,
-                controller=controller, offset_store=offset_store, offsets_partition_loading=group_coordinator.is_loading,
+                controller=controller, offset_store=offset_store,
+                offsets_partition_loading=group_coordinator.is_loading, appender=appender,
             ),
+            appender=appender,
+            fetch_reaper=PurgatoryReaper(fetch_purgatory),
+            high_watermark_checkpoints=HighWatermarkCheckpoints(log_manager),
             advertised=config.advertised_listeners,
         )
         if config.authorizer_class_name:
@@ -121,27 +134,25 @@ class Broker:
         them in the background once the listeners are open (``offsets_loader``)."""
         self.cluster_id = read_or_create_cluster_id(self.config.log_dirs, self.config.node_id)
         self.log_manager.startup()
+        self.replica_manager.high_watermark_checkpoints = self.high_watermark_checkpoints.read()
         self.replica_manager.startup()
+        self.replica_manager.high_watermark_checkpoints = {}  # new partitions start at 0
         assert self.replica_manager.metadata_log is not None
         self.controller.start(self.replica_manager.metadata_log)
         self.offsets_loader.schedule()
         self.transactions.load()  # before serving: no COORDINATOR_LOAD_IN_PROGRESS window
 
     def shutdown(self) -> None:
+        self.checkpoint_high_watermarks()
         self.log_manager.shutdown()
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Kafka's ``checkpointHighWatermarks``: scheduled, and at a clean stop."""
+        self.high_watermark_checkpoints.write(self.replica_manager.high_watermarks())
 
     @property
     def node_id(self) -> int:
         return self.config.node_id
-
-    def new_waiter_key(self) -> int:
-        self._next_waiter_key += 1
-        return self._next_waiter_key
-
-    @staticmethod
-    def wake(waiters: list[Waiter]) -> None:
-        for waiter in waiters:
-            waiter()
 
     def flush_in_background(self, log: Log) -> None:
         """``flush.messages`` reached: fsync the log off the event loop (once at a time)."""
@@ -163,6 +174,9 @@ class Broker:
 
     def _forget_topics(self, topics: list[TopicImage]) -> None:
         self.fetch_sessions.remove_topics({t.topic_id for t in topics}, {t.name for t in topics})
+        for topic in topics:  # long polls on a deleted partition answer UNKNOWN_TOPIC_OR_PARTITION
+            for index in topic.partitions:
+                self.appender.try_complete_delayed((topic.name, index))
 
 
 def offsets_config(config: BrokerConfig) -> OffsetsConfig:

@@ -164,6 +164,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "log.flush.scheduler.interval.ms": BrokerKey(_LONG, _integer(0)),
     "log.flush.offset.checkpoint.interval.ms": BrokerKey("60000", _integer(0, INT_MAX)),
     "log.flush.start.offset.checkpoint.interval.ms": BrokerKey("60000", _integer(0, INT_MAX)),
+    "replica.high.watermark.checkpoint.interval.ms": BrokerKey("5000", _integer(0)),
     "log.cleaner.enable": BrokerKey("true", _boolean),
     "log.cleaner.backoff.ms": BrokerKey("15000", _integer(0)),
     "log.cleaner.dedupe.buffer.size": BrokerKey("134217728", _integer(1024 * 1024)),
@@ -258,6 +259,7 @@ class BrokerConfig:
     log_retention_check_interval_ms: int
     log_flush_scheduler_interval_ms: int
     log_flush_offset_checkpoint_interval_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
     log_cleaner_enable: bool
     log_cleaner_backoff_ms: int
     log_cleaner_dedupe_buffer_size: int
@@ -306,6 +308,9 @@ class BrokerConfig:
             log_flush_scheduler_interval_ms=_int(values, "log.flush.scheduler.interval.ms"),
             log_flush_offset_checkpoint_interval_ms=_int(
                 values, "log.flush.offset.checkpoint.interval.ms"
+            ),
+            replica_high_watermark_checkpoint_interval_ms=_int(
+                values, "replica.high.watermark.checkpoint.interval.ms"
             ),
             log_cleaner_enable=bool(values["log.cleaner.enable"]),
             log_cleaner_backoff_ms=_int(values, "log.cleaner.backoff.ms"),

@@ -4,6 +4,10 @@
     retention    log.retention.check.interval.ms            LogManager.run_retention(high watermarks)
     flush        log.flush.scheduler.interval.ms            LogManager.flush_due_logs
     checkpoint   log.flush.offset.checkpoint.interval.ms    LogManager.checkpoint
+    high-watermark  replica.high.watermark.checkpoint.interval.ms
+                                                             replication-offset-checkpoint (the
+                                                             high watermarks taken on the loop,
+                                                             written on the storage worker)
     purge        min(log.segment.delete.delay.ms, 10 s)     LogManager.purge_deleted
     cleaner      log.cleaner.backoff.ms (if log.cleaner.enable)   Cleaner.clean, dirtiest log first
     offsets      offsets.retention.check.interval.ms        expire committed offsets (on the loop)
@@ -68,6 +72,8 @@ class Scheduler:
         self._every("flush", config.log_flush_scheduler_interval_ms, log_manager.flush_due_logs)
         self._every("checkpoint", config.log_flush_offset_checkpoint_interval_ms,
                     log_manager.checkpoint)
+        self._every("high-watermark", config.replica_high_watermark_checkpoint_interval_ms,
+                    self._checkpoint_high_watermarks, on_loop=True)
         purge_ms = min(config.log_config.file_delete_delay_ms, PURGE_INTERVAL_MAX_MS)
         self._every("purge", max(purge_ms, 100), log_manager.purge_deleted)
         if config.log_cleaner_enable:
@@ -142,6 +148,14 @@ class Scheduler:
             except Exception:
                 logger.exception("scheduled %s failed", name)
 
+    def _checkpoint_high_watermarks(self) -> None:
+        """On the loop, which owns the partitions: take the high watermarks; the storage
+        worker writes the files."""
+        high_watermarks = self.broker.replica_manager.high_watermarks()
+        future = asyncio.get_running_loop().run_in_executor(
+            self.storage_executor, self.broker.high_watermark_checkpoints.write, high_watermarks)
+        future.add_done_callback(_log_checkpoint_failure)
+
     def _clean_one(self) -> None:
         """Clean the dirtiest compacted log, if any (Kafka's cleaner thread, one round), below
         each log's last stable offset (open transactions are not cleaned)."""
@@ -160,6 +174,11 @@ class Scheduler:
     def _shutdown_executors(self) -> None:
         self.cleaner_executor.shutdown(wait=True)
         self.storage_executor.shutdown(wait=True)
+
+
+def _log_checkpoint_failure(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("writing replication-offset-checkpoint failed", exc_info=future.exception())
 
 
 def _log_snapshot_failure(future: asyncio.Future[Any]) -> None:

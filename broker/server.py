@@ -87,8 +87,8 @@ class Server:
         if self._idle_task is not None:
             self._idle_task.cancel()
         self.broker.stopping = True
-        for partition in list(self.broker.replica_manager.partitions.values()):
-            self.broker.wake(partition.take_waiters())  # long polls answer now
+        self.broker.fetch_reaper.purgatory.force_complete_all()  # long polls answer now
+        self.broker.fetch_reaper.stop()
         if self.gate.in_use:
             self._quiet = asyncio.get_running_loop().create_future()
             try:

@@ -5,19 +5,23 @@ Invariants:
 - on a single node the ISR is this node alone, so every append is fully replicated at once and
   ``append_as_leader`` moves the high watermark to the log end offset. It is kept as its own
   number (not read off the log) so that replication can hold it back until followers catch up;
+- a partition starts from the high watermark checkpointed in ``replication-offset-checkpoint``
+  (``replication.high_watermark_checkpoint``; 0 when missing), bounded by its log, as Kafka's
+  ``Partition.createLog``; as a leader whose ISR is itself alone it then moves it to the log end
+  offset at once (Kafka's ``maybeIncrementLeaderHW`` on becoming leader);
 - consumers read below the high watermark only (``read`` caps at it); read_committed consumers
   below the last stable offset, ``min(first offset of the oldest open transaction, high
-  watermark)`` (Kafka's ``UnifiedLog.lastStableOffset``). A marker raises the high watermark
-  like any append, so read_committed fetches waiting on the partition are woken by it.
+  watermark)`` (Kafka's ``UnifiedLog.lastStableOffset``). How far a fetch reads is its
+  ``FetchIsolation``.
 
-Waiters are the delayed operations (long-poll fetches) to wake when the high watermark moves:
-opaque callables. ``append_as_leader`` returns the waiters to wake instead of calling them, so
-this class stays sans-IO; the broker calls them. Owned by the broker's event loop.
+Appends come through ``replication.append`` (the one entry point), which then checks the
+delayed operations watching this partition (``replication.purgatory``); this class knows
+nothing of them. Owned by the broker's event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import enum
 from uuid import UUID
 
 from protocol.errors import (
@@ -31,9 +35,26 @@ from storage.producer_state import AppendOrigin, EndMarker
 from storage.segment import FetchSlice
 from storage.transaction_index import AbortedTxn
 
-__all__ = ["HIGH_WATERMARK", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "Partition", "Waiter"]
+__all__ = [
+    "HIGH_WATERMARK", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "FetchIsolation", "Partition",
+]
 
-Waiter = Callable[[], None]
+
+class FetchIsolation(enum.Enum):
+    """How far a fetch may read (Kafka's ``FetchIsolation``): a follower up to the log end
+    offset, a read_uncommitted consumer up to the high watermark, a read_committed consumer up
+    to the last stable offset."""
+
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
+
+    @classmethod
+    def of(cls, *, replica_id: int, read_committed: bool) -> FetchIsolation:
+        """Kafka's ``FetchIsolation.of``: a replica id >= 0 is a follower."""
+        if replica_id >= 0:
+            return cls.LOG_END
+        return cls.TXN_COMMITTED if read_committed else cls.HIGH_WATERMARK
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK: delete up to the high watermark
 UNDEFINED_EPOCH = -1
@@ -41,7 +62,10 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class Partition:
-    def __init__(self, log: Log, *, topic_id: UUID, leader_epoch: int = 0, node_id: int = 0) -> None:
+    def __init__(
+        self, log: Log, *, topic_id: UUID, leader_epoch: int = 0, node_id: int = 0,
+        high_watermark_checkpoint: int = 0,
+    ) -> None:
         self.log = log
         self.topic = log.topic
         self.partition = log.partition
@@ -50,8 +74,11 @@ class Partition:
         self.leader_id = node_id
         self.replicas: tuple[int, ...] = (node_id,)
         self.isr: tuple[int, ...] = (node_id,)
-        self.high_watermark = log.log_end_offset
-        self._waiters: dict[int, Waiter] = {}
+        # Kafka's UnifiedLog.updateHighWatermark: the checkpoint, within [log start, log end].
+        self.initial_high_watermark = min(max(high_watermark_checkpoint, log.log_start_offset),
+                                          log.log_end_offset)
+        self.high_watermark = self.initial_high_watermark
+        self.maybe_advance_high_watermark()
 
     @property
     def log_start_offset(self) -> int:
@@ -74,22 +101,22 @@ class Partition:
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         transaction_verified: bool = False,
-    ) -> tuple[AppendResult, list[Waiter]]:
-        """Append client (or coordinator) batches; returns the result and the waiters to wake."""
+    ) -> AppendResult:
+        """Append client (or coordinator) batches, then move the high watermark."""
         result = self.log.append_as_leader(
             records, leader_epoch=self.leader_epoch, origin=origin,
             transaction_verified=transaction_verified,
         )
-        return result, self.maybe_advance_high_watermark()
+        self.maybe_advance_high_watermark()
+        return result
 
-    def append_end_marker(
-        self, producer_id: int, producer_epoch: int, marker: EndMarker
-    ) -> tuple[AppendResult, list[Waiter]]:
-        """Write a transaction's COMMIT or ABORT marker; the result and the waiters to wake."""
+    def append_end_marker(self, producer_id: int, producer_epoch: int, marker: EndMarker) -> AppendResult:
+        """Write a transaction's COMMIT or ABORT marker, then move the high watermark."""
         result = self.log.append_end_marker(
             producer_id, producer_epoch, marker, leader_epoch=self.leader_epoch
         )
-        return result, self.maybe_advance_high_watermark()
+        self.maybe_advance_high_watermark()
+        return result
 
     def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
         return self.log.producer_state.has_ongoing_transaction(producer_id, producer_epoch)
@@ -98,13 +125,14 @@ class Partition:
         """What a read_committed fetch from ``start_offset`` must skip (reads stop at the LSO)."""
         return self.log.aborted_transactions(start_offset, self.last_stable_offset)
 
-    def maybe_advance_high_watermark(self) -> list[Waiter]:
-        """Single node: the ISR is this node, so the high watermark is the log end offset."""
+    def maybe_advance_high_watermark(self) -> bool:
+        """Single node: the ISR is this node, so the high watermark is the log end offset
+        (Kafka's ``maybeIncrementLeaderHW``). True when it moved."""
         new = self.log.log_end_offset
         if new <= self.high_watermark:
-            return []
+            return False
         self.high_watermark = new
-        return self.take_waiters()
+        return True
 
     def read(
         self,
@@ -112,13 +140,18 @@ class Partition:
         max_bytes: int,
         *,
         min_one_message: bool,
-        up_to_high_watermark: bool = True,
-        read_committed: bool = False,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
     ) -> FetchSlice | None:
-        limit = self.high_watermark if up_to_high_watermark else None
-        if read_committed:
-            limit = self.last_stable_offset
-        return self.log.read(offset, max_bytes, max_offset=limit, min_one_message=min_one_message)
+        return self.log.read(offset, max_bytes, max_offset=self.fetch_limit(isolation),
+                             min_one_message=min_one_message)
+
+    def fetch_limit(self, isolation: FetchIsolation) -> int | None:
+        """The offset a fetch with ``isolation`` reads up to (None: the log end)."""
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            return self.last_stable_offset
+        if isolation is FetchIsolation.HIGH_WATERMARK:
+            return self.high_watermark
+        return None
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords (Kafka's ``deleteRecordsOnLeader``): raise the log start offset to
@@ -182,17 +215,6 @@ class Partition:
         from the leader is the follower fetcher's work)."""
         self.leader_id, self.leader_epoch = leader_id, leader_epoch
         self.replicas, self.isr = replicas, isr
-
-    def add_waiter(self, key: int, waiter: Waiter) -> None:
-        self._waiters[key] = waiter
-
-    def remove_waiter(self, key: int) -> None:
-        self._waiters.pop(key, None)
-
-    def take_waiters(self) -> list[Waiter]:
-        waiters = list(self._waiters.values())
-        self._waiters.clear()
-        return waiters
 
     def __repr__(self) -> str:
         return (

@@ -32,7 +32,7 @@ committed operation is in effect before the proposal resolves.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from uuid import UUID
 
@@ -46,7 +46,7 @@ from replication.metadata.log import (
     MetadataLog,
     MetadataLogConfig,
 )
-from replication.partition import Partition, Waiter
+from replication.partition import Partition
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import CorruptPartitionMetadataError
@@ -73,6 +73,8 @@ class ReplicaManager:
         self.node_id = node_id
         self.clock = clock
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # replication-offset-checkpoint, read by the broker before startup() opens partitions.
+        self.high_watermark_checkpoints: Mapping[tuple[str, int], int] = {}
         self.metadata_log: MetadataLog | None = None
         self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
         # The topic defaults with the image's dynamic broker configs applied; None: the static ones.
@@ -192,25 +194,22 @@ class ReplicaManager:
             config = topic_config(image, state.topic, self.default_config)
             log = self.log_manager.get_or_create_log(*key, config, topic_id=state.topic_id)
             log.config = config
-            partition = Partition(log, topic_id=state.topic_id,
-                                  leader_epoch=state.partition.leader_epoch, node_id=self.node_id)
+            partition = Partition(
+                log, topic_id=state.topic_id, leader_epoch=state.partition.leader_epoch,
+                node_id=self.node_id,
+                high_watermark_checkpoint=self.high_watermark_checkpoints.get(key, 0))
             self.partitions[key] = partition
         return partition
 
     def _stop_partitions(self, keys: Sequence[tuple[str, int]], removed: list[TopicImage]) -> None:
-        """Kafka's ``stopPartitions`` with deletion: forget them, delete their logs, then wake
-        their delayed operations (which find them gone)."""
-        waiters: list[Waiter] = []
+        """Kafka's ``stopPartitions`` with deletion: forget them and delete their logs; the
+        ``on_topics_deleted`` callbacks then complete the delayed fetches waiting on them."""
         for key in keys:
-            partition = self.partitions.pop(key, None)
-            if partition is not None:
-                waiters += partition.take_waiters()
+            self.partitions.pop(key, None)
             self.log_manager.delete_log(*key)
         if removed:
             for callback in self.on_topics_deleted:
                 callback(removed)
-        for waiter in waiters:
-            waiter()
 
     # -- lookups ------------------------------------------------------------------------------
 

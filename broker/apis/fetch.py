@@ -6,8 +6,10 @@ producer id and first offset each, which clients use to drop those producers' re
 the ABORT marker). Every response carries the partition's last stable offset. Per-partition ``partition_max_bytes`` and the response's ``max_bytes`` are
 Kafka's (KIP-74): the first partition with data returns at least one whole batch even when it
 is larger than both. Long poll: when fewer than ``min_bytes`` are readable and ``max_wait_ms``
-> 0, the fetch waits on its partitions and is woken by an append (no polling), re-reading
-until ``min_bytes`` are there or the wait is over. Fetch sessions (KIP-227) are kept by
+> 0, the fetch becomes a ``DelayedFetch`` in the broker's fetch purgatory
+(``replication.purgatory``), watched under its partitions: every append (``replication.append``)
+tries it again, and it is answered when ``min_bytes`` are there or at ``max_wait_ms`` (no
+polling). Fetch sessions (KIP-227) are kept by
 ``broker.fetch_session``.
 
 Zero copy: the response is encoded with a 16-byte marker as the records of each partition that
@@ -22,7 +24,11 @@ any error). Without an authorizer this costs one attribute check per read.
 
 Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 KAFKA_STORAGE_ERROR; whole response: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH.
-Not implemented: follower fetches (replica_id >= 0 is served as a consumer), leader epoch
+How far a fetch reads is Kafka's ``FetchIsolation``: a replica id >= 0 (a follower) up to the
+log end offset, read_committed up to the last stable offset, else up to the high watermark.
+
+Not implemented: follower fetches (a replica id >= 0 is read as a follower would be, up to the
+log end offset, but no follower state is kept), leader epoch
 checks (current_leader_epoch), preferred read replicas, diverging epochs, quotas.
 """
 
@@ -32,7 +38,9 @@ import asyncio
 import logging
 import os
 import struct
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from broker.apis import (
@@ -45,7 +53,6 @@ from broker.apis import (
 )
 from broker.auth.acl import AclOperation, ResourceType
 from broker.fetch_session import FetchContext, PartitionKey, RequestedPartition
-from broker.replica_manager import ReplicaManager
 from protocol.codec import ZERO_UUID, write_uvarint
 from protocol.errors import (
     KafkaError,
@@ -62,13 +69,16 @@ from protocol.messages.fetch_response import (
     FetchResponse,
     PartitionData,
 )
-from replication.partition import Partition
+from replication.partition import FetchIsolation, Partition
+from replication.purgatory import DelayedOperation
+from replication.replica_manager import ReplicaManager
 from storage.segment import FetchSlice
 
 logger = logging.getLogger("samsa.broker.apis.fetch")
 
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 12
+FIRST_REPLICA_STATE_VERSION = 15
 READ_COMMITTED = 1
 _MARKER_SIZE = 16
 
@@ -90,10 +100,18 @@ def handle(context: RequestContext, request: FetchRequest) -> HandlerResult:
     )
     if session.error is not None:
         return FetchResponse(error_code=session.error.code, session_id=0)
-    reads = _read_all(context, session, request.max_bytes, request.isolation_level)
+    reads = _read_all(context, session, request.max_bytes, fetch_isolation(context, request))
     if _can_answer(request, reads):
         return _response(context, request, session, reads)
     return _long_poll(context, request, session)
+
+
+def fetch_isolation(context: RequestContext, request: FetchRequest) -> FetchIsolation:
+    """Kafka's ``FetchIsolation.of``; the replica id moved into ``replica_state`` in v15."""
+    replica_id = (request.replica_state.replica_id if context.api_version >= FIRST_REPLICA_STATE_VERSION
+                  else request.replica_id)
+    return FetchIsolation.of(replica_id=replica_id,
+                             read_committed=request.isolation_level == READ_COMMITTED)
 
 
 def _requested(
@@ -127,7 +145,7 @@ def _key_topic(
 
 
 def _read_all(
-    context: RequestContext, session: FetchContext, max_bytes: int, isolation_level: int
+    context: RequestContext, session: FetchContext, max_bytes: int, isolation: FetchIsolation
 ) -> list[PartitionRead]:
     manager = context.broker.replica_manager
     remaining = max_bytes
@@ -150,9 +168,9 @@ def _read_all(
         try:
             read.slice = partition.read(
                 requested.fetch_offset, min(requested.max_bytes, remaining),
-                min_one_message=min_one_message, read_committed=isolation_level == READ_COMMITTED,
+                min_one_message=min_one_message, isolation=isolation,
             )
-            if read.slice is not None and isolation_level == READ_COMMITTED:
+            if read.slice is not None and isolation is FetchIsolation.TXN_COMMITTED:
                 read.aborted = _aborted(partition, requested.fetch_offset)
         except KafkaError as error:
             read.error = error
@@ -193,41 +211,56 @@ def _can_answer(request: FetchRequest, reads: list[PartitionRead], *, stopping: 
     return sum(read.slice.length for read in reads if read.slice) >= request.min_bytes
 
 
-async def _long_poll(context: RequestContext, request: FetchRequest, session: FetchContext) -> FetchResponse | ZeroCopyResponse:
-    """Wait for appends to the fetched partitions until min_bytes are readable or time is up."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + request.max_wait_ms / 1000
-    broker = context.broker
-    key = broker.new_waiter_key()
-    partitions = [
-        p for (topic_id, name, index) in (r.key for r in session.partitions)
-        if name and (p := broker.replica_manager.partition(name, index)) is not None
-    ]
-    recheck = True  # appends between the handler's read and this task's start woke nobody
-    try:
-        while True:
-            woken = loop.create_future()
+class DelayedFetch(DelayedOperation):
+    """A long-poll Fetch in the broker's purgatory (Kafka's ``DelayedFetch``): it completes
+    when a re-read finds ``min_bytes`` (or an error, or the broker stopping), or at
+    ``max_wait_ms``; either way its answer is a read made at that moment."""
 
-            def wake(future: asyncio.Future[None] = woken) -> None:
-                if not future.done():
-                    future.set_result(None)
+    def __init__(
+        self, context: RequestContext, request: FetchRequest, session: FetchContext,
+        answer: asyncio.Future[FetchResponse | ZeroCopyResponse],
+    ) -> None:
+        super().__init__(request.max_wait_ms)
+        self.context = context
+        self.request = request
+        self.session = session
+        self.answer: asyncio.Future[FetchResponse | ZeroCopyResponse] | None = answer
+        self._reads: list[PartitionRead] | None = None
 
-            for partition in partitions:
-                partition.add_waiter(key, wake)
-            if recheck:
-                recheck = False
-                wake()  # read once more now that the waiters are in place
-            timer = loop.call_at(deadline, wake)
-            try:
-                await woken
-            finally:
-                timer.cancel()
-            reads = _read_all(context, session, request.max_bytes, request.isolation_level)
-            if loop.time() >= deadline or _can_answer(request, reads, stopping=broker.stopping):
-                return _response(context, request, session, reads)
-    finally:
-        for partition in partitions:
-            partition.remove_waiter(key)
+    def try_complete(self) -> bool:
+        reads = self._read()
+        if not _can_answer(self.request, reads, stopping=self.context.broker.stopping):
+            return False
+        self._reads = reads
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        reads = self._reads if self._reads is not None else self._read()
+        answer, self.answer, self._reads = self.answer, None, None  # kept by the purgatory a while
+        if answer is not None and not answer.done():  # done: the connection went away
+            answer.set_result(_response(self.context, self.request, self.session, reads))
+
+    def _read(self) -> list[PartitionRead]:
+        return _read_all(self.context, self.session, self.request.max_bytes,
+                         fetch_isolation(self.context, self.request))
+
+
+def _long_poll(
+    context: RequestContext, request: FetchRequest, session: FetchContext
+) -> Coroutine[Any, Any, FetchResponse | ZeroCopyResponse]:
+    """Park the fetch in the purgatory now, watched under its partitions (its deadline counts
+    from the request's arrival); the connection awaits its answer."""
+    answer: asyncio.Future[FetchResponse | ZeroCopyResponse] = (
+        asyncio.get_running_loop().create_future())
+    keys = [(name, index) for _, name, index in (r.key for r in session.partitions) if name]
+    context.broker.fetch_reaper.watch(DelayedFetch(context, request, session, answer), keys)
+    return _answer(answer)
+
+
+async def _answer(
+    answer: asyncio.Future[FetchResponse | ZeroCopyResponse],
+) -> FetchResponse | ZeroCopyResponse:
+    return await answer
 
 
 def _response(

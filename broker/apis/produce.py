@@ -1,8 +1,10 @@
 """Produce: v3–v11.
 
-acks 0, 1 and -1 (all): on a single node the ISR is this node, so the high watermark reaches the
-log end offset in the append itself and acks=-1 answers at once (the delayed produce of a
-replicated partition comes with replication). Errors are per partition — one bad partition
+acks 0, 1 and -1 (all): every partition goes through the broker's one append entry point
+(``replication.append.ReplicaAppender``, shared with the coordinators), which checks it and
+answers the long polls waiting on it. On a single node the ISR is this node, so the high
+watermark reaches the log end offset in the append itself and acks=-1 answers at once (the
+delayed produce of a replicated partition comes with replication). Errors are per partition — one bad partition
 never fails the others: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (Kafka's answer
 to a write to an internal topic), CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
 RECORD_LIST_TOO_LARGE (more bytes than ``segment.bytes``), INVALID_TIMESTAMP,
@@ -42,6 +44,7 @@ whose transactional batches carry several producer ids (each partition is checke
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from broker.apis import (
     CLOSE_CONNECTION,
@@ -55,19 +58,14 @@ from broker.auth import authorize, filter_authorized
 from broker.auth.acl import AclOperation, ResourceType
 from protocol.errors import (
     ErrorCode,
-    InvalidRecordError,
     InvalidRequiredAcksError,
-    InvalidTopicExceptionError,
     InvalidTxnStateError,
     KafkaError,
-    RecordListTooLargeError,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
-    UnknownServerError,
-    UnknownTopicOrPartitionError,
     error_for_code,
 )
-from protocol.messages.produce_request import PartitionProduceData, ProduceRequest
+from protocol.messages.produce_request import ProduceRequest
 from protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
     PartitionProduceResponse,
@@ -75,8 +73,9 @@ from protocol.messages.produce_response import (
     TopicProduceResponse,
 )
 from protocol.records import BATCH_HEADER_SIZE, read_batch_header
-from replication.metadata.controller import is_internal
-from replication.partition import Partition, Waiter
+from replication.append import PartitionAppend, Records
+from replication.partition import Partition
+from storage.producer_state import AppendOrigin
 
 logger = logging.getLogger("samsa.broker.apis.produce")
 
@@ -98,7 +97,7 @@ def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
             return _unauthorized(request, TransactionalIdAuthorizationFailedError())
         names = [topic.name for topic in request.topic_data]
         denied = set(names) - filter_authorized(context, AclOperation.WRITE, ResourceType.TOPIC, names)
-    waiters: list[Waiter] = []
+    outcomes = _append_all(context, request, denied)
     response = ProduceResponse()
     failed = False
     for topic in request.topic_data:
@@ -107,11 +106,10 @@ def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
             if topic.name in denied:
                 answer = _failed(data.index, TopicAuthorizationFailedError())
             else:
-                answer = _append(context, request.transactional_id, topic.name, data, waiters)
+                answer = _answer(context, (topic.name, data.index), next(outcomes))
             failed = failed or answer.error_code != 0
             answers.partition_responses.append(answer)
         response.responses.append(answers)
-    context.broker.wake(waiters)
     if request.acks == 0:
         return CLOSE_CONNECTION if failed else NO_RESPONSE
     return response
@@ -121,42 +119,33 @@ def _unauthorized(request: ProduceRequest, error: KafkaError) -> HandlerResult:
     return CLOSE_CONNECTION if request.acks == 0 else error_response(request, error)
 
 
-def _append(
-    context: RequestContext, transactional_id: str | None, topic: str, data: PartitionProduceData,
-    waiters: list[Waiter],
-) -> PartitionProduceResponse:
-    try:
-        return _append_or_raise(context, transactional_id, topic, data, waiters)
-    except KafkaError as error:
-        return _failed(data.index, error)
-    except Exception:
-        logger.exception("produce to %s-%d failed", topic, data.index)
-        return _failed(data.index, UnknownServerError())
+def _append_all(
+    context: RequestContext, request: ProduceRequest, denied: set[str]
+) -> Iterator[PartitionAppend]:
+    """The authorized partitions, in request order, through the broker's one append entry
+    point (``replication.append``); their outcomes in the same order."""
+    def verify(partition: Partition, records: Records) -> bool:
+        return _verify_transaction(context, request.transactional_id, partition, records)
+
+    entries = [((topic.name, data.index), data.records) for topic in request.topic_data
+               if topic.name not in denied for data in topic.partition_data]
+    return iter(context.broker.appender.append_records(
+        entries, required_acks=request.acks, origin=AppendOrigin.CLIENT, verify=verify))
 
 
-def _append_or_raise(
-    context: RequestContext, transactional_id: str | None, topic: str, data: PartitionProduceData,
-    waiters: list[Waiter],
+def _answer(
+    context: RequestContext, key: tuple[str, int], outcome: PartitionAppend
 ) -> PartitionProduceResponse:
-    if is_internal(topic):
-        raise InvalidTopicExceptionError(f"Cannot append to internal topic {topic}")
-    partition = context.broker.replica_manager.partition(topic, data.index)
-    if partition is None:
-        raise UnknownTopicOrPartitionError()
-    if data.records is None:
-        raise InvalidRecordError("produce request carries no record batches")
-    if len(data.records) > partition.log.config.segment_bytes:
-        raise RecordListTooLargeError(
-            f"{len(data.records)} bytes of records exceed segment.bytes "
-            f"({partition.log.config.segment_bytes})"
-        )
-    verified = _verify_transaction(context, transactional_id, partition, data.records)
-    result, woken = partition.append_as_leader(data.records, transaction_verified=verified)
-    waiters += woken
+    if outcome.error is not None:
+        return _failed(key[1], outcome.error)
+    result = outcome.result
+    assert result is not None
     if result.flush_due:
-        context.broker.flush_in_background(partition.log)
+        partition = context.broker.replica_manager.partition(*key)
+        if partition is not None:
+            context.broker.flush_in_background(partition.log)
     return PartitionProduceResponse(
-        index=data.index,
+        index=key[1],
         error_code=0,
         base_offset=result.first_offset,
         log_append_time_ms=result.log_append_time_ms,
@@ -165,8 +154,7 @@ def _append_or_raise(
 
 
 def _verify_transaction(
-    context: RequestContext, transactional_id: str | None, partition: Partition,
-    records: bytes | bytearray | memoryview,
+    context: RequestContext, transactional_id: str | None, partition: Partition, records: Records,
 ) -> bool:
     """True when the coordinator vouches that this partition is in the transaction of the
     first batch's producer; raises the mapped error when it does not (see the docstring).

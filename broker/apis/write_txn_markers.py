@@ -29,7 +29,6 @@ from protocol.messages.write_txn_markers_response import (
     WritableTxnMarkerTopicResult,
     WriteTxnMarkersResponse,
 )
-from replication.partition import Waiter
 from storage.producer_state import EndMarker
 
 
@@ -37,15 +36,11 @@ def handle(context: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxn
     if not (authorize_cluster(context, AclOperation.ALTER)
             or authorize_cluster(context, AclOperation.CLUSTER_ACTION)):
         return error_response(request, ClusterAuthorizationFailedError())
-    waiters: list[Waiter] = []
-    results = [_write(context, marker, waiters) for marker in request.markers]
-    context.broker.wake(waiters)
+    results = [_write(context, marker) for marker in request.markers]
     return WriteTxnMarkersResponse(markers=results)
 
 
-def _write(
-    context: RequestContext, marker: WritableTxnMarker, waiters: list[Waiter]
-) -> WritableTxnMarkerResult:
+def _write(context: RequestContext, marker: WritableTxnMarker) -> WritableTxnMarkerResult:
     writer = context.broker.transactions.markers
     end = EndMarker(is_abort=not marker.transaction_result,
                     coordinator_epoch=marker.coordinator_epoch)
@@ -54,7 +49,7 @@ def _write(
         answers = WritableTxnMarkerTopicResult(name=topic.name)
         for index in topic.partition_indexes:
             error = writer.write_marker(
-                (topic.name, index), marker.producer_id, marker.producer_epoch, end, waiters
+                (topic.name, index), marker.producer_id, marker.producer_epoch, end
             )
             answers.partitions.append(
                 WritableTxnMarkerPartitionResult(partition_index=index, error_code=error))

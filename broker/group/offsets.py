@@ -57,6 +57,7 @@ from protocol.records import (
     Record,
     encode_batch,
 )
+from replication.append import ReplicaAppender, verified
 from replication.partition import Partition
 from storage.producer_state import AppendOrigin
 
@@ -165,10 +166,13 @@ def decode_offsets_record(
 
 
 class OffsetStore:
-    def __init__(self, replica_manager: ReplicaManager, controller: Controller, *,
-                 config: OffsetsConfig, clock: Clock) -> None:
+    def __init__(
+        self, replica_manager: ReplicaManager, controller: Controller, *, config: OffsetsConfig,
+        clock: Clock, appender: ReplicaAppender,
+    ) -> None:
         self.replica_manager = replica_manager
         self.controller = controller
+        self.appender = appender
         self.config = config
         self.clock = clock
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
@@ -245,14 +249,12 @@ class OffsetStore:
         records = [Record(offset=i, timestamp=now_ms, key=key, value=value)
                    for i, (key, value) in enumerate(entries)]
         if producer is None:
-            _, waiters = partition.append_as_leader(encode_batch(records))
+            batch = encode_batch(records)
         else:  # a transactional offset commit: the producer's id and epoch, no sequence
             batch = encode_batch(records, producer_id=producer[0], producer_epoch=producer[1],
                                  is_transactional=True)
-            _, waiters = partition.append_as_leader(
-                batch, origin=AppendOrigin.COORDINATOR, transaction_verified=True)
-        for waiter in waiters:  # fetchers long-polling __consumer_offsets
-            waiter()
+        self.appender.append_one((partition.topic, partition.partition), batch,
+                                 origin=AppendOrigin.COORDINATOR, verify=verified)
 
     def _partition(self, index: int) -> Partition:
         self._ensure_topic()

@@ -2,8 +2,9 @@
 ``TransactionMarkerChannelManager`` and the partition side of ``WriteTxnMarkers``, on one node).
 
 On one node the coordinator does not send WriteTxnMarkers requests: ``PartitionMarkerWriter``
-appends the COMMIT or ABORT control batch to each partition's log through the replica
-manager (``Partition.append_end_marker``) and wakes the fetches waiting on it. The same
+appends the COMMIT or ABORT control batch to each partition's log through the broker's one
+append entry point (``replication.append.ReplicaAppender.append_end_marker``), which answers
+the fetches waiting on it. The same
 ``write_marker`` serves the WriteTxnMarkers API.
 
 A marker in a ``__consumer_offsets`` partition also ends the producer's pending
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from broker.transaction.metadata import TopicPartition
 from protocol.errors import ErrorCode, KafkaError
-from replication.partition import Waiter
+from replication.append import ReplicaAppender
 from storage.producer_state import EndMarker
 
 if TYPE_CHECKING:
@@ -53,11 +54,13 @@ class PartitionMarkerWriter:
     def __init__(
         self,
         replica_manager: ReplicaManager,
+        appender: ReplicaAppender,
         *,
         on_offsets_marker: OffsetsMarkerHook | None = None,
         offsets_partition_loading: Callable[[int], bool] | None = None,
     ) -> None:
         self.replica_manager = replica_manager
+        self.appender = appender
         self.on_offsets_marker = on_offsets_marker
         self.offsets_partition_loading = offsets_partition_loading
 
@@ -68,23 +71,20 @@ class PartitionMarkerWriter:
         """The coordinator's ``MarkerWriter``: the partitions whose marker must be retried."""
         marker = EndMarker(is_abort=not commit, coordinator_epoch=coordinator_epoch)
         retry: set[TopicPartition] = set()
-        waiters: list[Waiter] = []
         for partition in partitions:
-            error = self.write_marker(partition, producer_id, producer_epoch, marker, waiters)
+            error = self.write_marker(partition, producer_id, producer_epoch, marker)
             if error in RETRIABLE_MARKER_ERRORS:
                 retry.add(partition)
             elif error is not ErrorCode.NONE:
                 logger.warning("marker of producer %d for %s-%d given up: %s", producer_id,
                                *partition, error.name)
-        for waiter in waiters:
-            waiter()
         return retry
 
     def write_marker(
         self, topic_partition: TopicPartition, producer_id: int, producer_epoch: int,
-        marker: EndMarker, waiters: list[Waiter],
+        marker: EndMarker,
     ) -> ErrorCode:
-        """Append one marker; its error code. The waiters to wake are added to ``waiters``."""
+        """Append one marker; its error code."""
         topic, index = topic_partition
         partition = self.replica_manager.partition(topic, index)
         if partition is None:
@@ -95,14 +95,13 @@ class PartitionMarkerWriter:
         ):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
-            _, woken = partition.append_end_marker(producer_id, producer_epoch, marker)
+            self.appender.append_end_marker(topic_partition, producer_id, producer_epoch, marker)
         except KafkaError as error:
             return ErrorCode(error.code)
         except Exception:
             logger.exception("writing the marker of producer %d to %s-%d failed", producer_id,
                              topic, index)
             return ErrorCode.UNKNOWN_SERVER_ERROR
-        waiters += woken
         if offsets and self.on_offsets_marker is not None:
             self.on_offsets_marker(index, producer_id, not marker.is_abort)
         return ErrorCode.NONE

@@ -25,6 +25,7 @@ from broker.transaction.coordinator import TransactionConfig, TransactionCoordin
 from broker.transaction.markers import PartitionMarkerWriter
 from broker.transaction.producer_ids import ProducerIdManager
 from broker.transaction.state_log import TransactionStateLog
+from replication.append import ReplicaAppender
 from replication.controller.interface import Controller
 from replication.replica_manager import ReplicaManager
 from storage.clock import Clock
@@ -50,16 +51,17 @@ class TransactionService:
         controller: Controller,
         offset_store: OffsetStore,
         offsets_partition_loading: Callable[[int], bool] | None = None,
+        appender: ReplicaAppender,
     ) -> TransactionService:
         state_log = TransactionStateLog(
             replica_manager,
             controller,
             num_partitions=config.transaction_state_log_num_partitions,
             segment_bytes=config.transaction_state_log_segment_bytes,
-            clock=clock,
+            clock=clock, appender=appender,
         )
         markers = PartitionMarkerWriter(
-            replica_manager,
+            replica_manager, appender,
             on_offsets_marker=offset_store.complete_transaction,
             offsets_partition_loading=offsets_partition_loading,
         )

@@ -60,8 +60,10 @@ from protocol.records import (
     read_batch_header,
 )
 from replication.partition import Partition
+from storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
+    from replication.append import ReplicaAppender
     from replication.controller.interface import Controller
     from replication.replica_manager import ReplicaManager
     from storage.clock import Clock
@@ -145,10 +147,11 @@ class TransactionStateLog:
 
     def __init__(
         self, replica_manager: ReplicaManager, controller: Controller, *, num_partitions: int,
-        segment_bytes: int, clock: Clock,
+        segment_bytes: int, clock: Clock, appender: ReplicaAppender,
     ) -> None:
         self.replica_manager = replica_manager
         self.controller = controller
+        self.appender = appender
         self.num_partitions = num_partitions
         self.segment_bytes = segment_bytes
         self.clock = clock
@@ -169,9 +172,8 @@ class TransactionStateLog:
         record = Record(offset=0, timestamp=self.clock.milliseconds(),
                         key=transaction_log_key(transactional_id),
                         value=transaction_log_value(transit))
-        _, waiters = partition.append_as_leader(encode_batch([record]))
-        for waiter in waiters:  # fetchers long-polling __transaction_state
-            waiter()
+        self.appender.append_one((partition.topic, partition.partition), encode_batch([record]),
+                                 origin=AppendOrigin.COORDINATOR)
 
     def _partition(self, index: int) -> Partition:
         create_internal_topic(self.controller, TRANSACTION_STATE_TOPIC,

@@ -75,3 +75,20 @@ def test_the_broker_enforces_retention(start_broker) -> None:  # type: ignore[no
         assert high == 100 and 0 < low < 100
     finally:
         consumer.close()
+
+
+def test_the_broker_checkpoints_high_watermarks_and_restores_them(start_broker) -> None:  # type: ignore[no-untyped-def]
+    broker = start_broker(**{"replica.high.watermark.checkpoint.interval.ms": "50"})
+    create(broker.bootstrap, "orders", {})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for number in range(3):
+        producer.produce("orders", value=b"%d" % number)
+    producer.flush(10)
+    path = broker.log_dir / "replication-offset-checkpoint"
+    eventually(lambda: path.exists() and b"orders 0 3\n" in path.read_bytes())
+    broker.restart()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition("orders", 0), timeout=10) == (0, 3)
+    finally:
+        consumer.close()

@@ -5,10 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from broker.broker import Broker
-from replication.controller.interface import NewTopic
+from replication.controller.interface import NewTopic, TopicToDelete
 from replication.metadata.controller import TopicPlan
+from replication.metadata.image import TopicImage
 
 
 def create_topic(broker: Broker, name: str, **settings: Any) -> TopicPlan:
     """Create a topic through the controller; raises its refusal."""
     return broker.controller.create_topics([NewTopic(name, **settings)])[0].result()
+
+
+def delete_topic(broker: Broker, name: str) -> TopicImage:
+    """Delete a topic through the controller; raises its refusal."""
+    return broker.controller.delete_topics([TopicToDelete(name=name)])[0].result()

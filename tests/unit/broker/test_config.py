@@ -22,6 +22,7 @@ def test_defaults_are_kafkas() -> None:
     assert config.log_config.retention_ms == 168 * 3_600_000
     assert config.log_config.segment_ms == 168 * 3_600_000
     assert config.log_flush_offset_checkpoint_interval_ms == 60000
+    assert config.replica_high_watermark_checkpoint_interval_ms == 5000
 
 
 def test_retention_precedence_ms_minutes_hours() -> None:

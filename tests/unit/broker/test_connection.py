@@ -106,7 +106,8 @@ def frame(api_key: int, version: int, correlation_id: int, request) -> bytes:  #
 def test_pipelined_long_poll_and_metadata_are_answered_in_order(tmp_path: Path) -> None:
     async def scenario() -> tuple[list[int], list[int]]:
         config = BrokerConfig.from_properties({"log.dirs": str(tmp_path), "queued.max.requests": "2"})
-        broker = Broker.create(config, clock=ManualClock())
+        clock = ManualClock()
+        broker = Broker.create(config, clock=clock)
         broker.startup()
         create_topic(broker, "t")
         connection = KafkaConnection(Server(broker))
@@ -120,7 +121,9 @@ def test_pipelined_long_poll_and_metadata_are_answered_in_order(tmp_path: Path) 
             connection.data_received(stream[index : index + 1])
         early = correlation_ids(bytes(transport.written))
         assert not transport.reading  # the third request waits for a place (queued.max.requests=2)
-        # The long poll ends after its 50 ms max wait; then all three answers, in order.
+        # The long poll ends after its 50 ms max wait on the broker's clock (the fetch
+        # purgatory's); then all three answers, in order.
+        clock.advance(50)
         late = correlation_ids(await transport.written_once(lambda data: len(correlation_ids(data)) >= 3))
         connection.connection_lost(None)
         broker.shutdown()

@@ -59,6 +59,7 @@ from protocol.messages.write_txn_markers_request import (
     WriteTxnMarkersRequest,
 )
 from protocol.records import Record, encode_batch
+from replication.partition import FetchIsolation
 from storage.clock import ManualClock
 from storage.producer_state import EndMarker
 from tests.unit.broker.helpers import create_topic
@@ -135,7 +136,8 @@ def read_values(broker: Broker, partition: int, *, read_committed: bool) -> list
 
     part = broker.replica_manager.partition("t", partition)
     assert part is not None
-    fetched = part.read(0, 1 << 20, min_one_message=True, read_committed=read_committed)
+    isolation = FetchIsolation.TXN_COMMITTED if read_committed else FetchIsolation.HIGH_WATERMARK
+    fetched = part.read(0, 1 << 20, min_one_message=True, isolation=isolation)
     if fetched is None:
         return []
     aborted = {(a.producer_id, a.first_offset, a.last_offset)
@@ -376,7 +378,7 @@ def test_a_reload_replays_transactional_offsets_and_their_markers(
 
     def marker(producer_id: int, commit: bool) -> None:
         error = markers.write_marker((OFFSETS_TOPIC, partition), producer_id, 0,
-                                     EndMarker(not commit, 0), [])
+                                     EndMarker(not commit, 0))
         assert error is ErrorCode.NONE
 
     store.commit_transactional("g", 1000, 0, {("t", 0): OffsetAndMetadata(10)})
