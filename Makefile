@@ -38,9 +38,13 @@ bench: install
 	$(PY) -m bench
 
 # Peer clients' own test suites (kafka-python, librdkafka) against a real broker; not part of test.
-.PHONY: compat
+.PHONY: compat compat-full
 compat: install
 	$(PY) -m compat.run
+
+# librdkafka without quick mode (-Q) and with its socket-emulation tests; over an hour on 2 cores.
+compat-full: install
+	$(PY) -m compat.run --mode full --jobs 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -4,13 +4,24 @@ The suites shell out to Kafka's Java tools: librdkafka's tests through ``$KAFKA_
 kafka-python's fixtures through ``$KAFKA_ROOT/bin``. This harness installs no Kafka; instead
 ``kafka_home(cache)`` writes ``.cache/compat/kafka-home/bin/<tool>`` scripts that run compat's
 Python stand-ins (``STAND_INS``) with Samsa's interpreter, from the repository root. A tool
-not listed there is missing, and a test calling it is skipped by its suite.
+not listed there is missing (a test calling it fails).
+
+Java: librdkafka's tests 0098 (TransactionProducerCli) and 0113's Java interop sub-test
+(IncrementalRebalanceCli; it skips itself whenever ``sasl.mechanism`` is set, which it always is)
+build ``tests/java`` against ``$KAFKA_PATH/libs/kafka-clients-*.jar``
+and run it through ``$KAFKA_PATH/bin/kafka-run-class.sh``. Where a JDK and Maven are installed,
+``install_kafka_jars`` copies Kafka's client jar and its dependencies (``KAFKA_CLIENTS``) from
+Maven Central into ``libs/`` once, and ``bin/kafka-run-class.sh`` runs ``java`` with
+``$CLASSPATH`` and ``libs/*``.
 """
 
 from __future__ import annotations
 
 import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 # Kafka tool -> the module that stands in for it.
@@ -19,6 +30,10 @@ STAND_INS = {
     "kafka-acls.sh": "compat.kafka_acls",
     "kafka-storage.sh": "compat.kafka_storage",
 }
+# The Kafka release whose client jar the Java test programs run with (TEST_KAFKA_VERSION's).
+KAFKA_CLIENTS = "org.apache.kafka:kafka-clients:4.0.0"
+SLF4J_BINDING = "org.slf4j:slf4j-simple:1.7.36"  # kafka-clients logs through slf4j-api
+RUN_CLASS = '#!/bin/sh\nexec java -cp "${CLASSPATH}:$(dirname "$0")/../libs/*" "$@"\n'
 
 
 def kafka_home(cache: Path) -> Path:
@@ -32,4 +47,33 @@ def kafka_home(cache: Path) -> Path:
         script.write_text(f"#!/bin/sh\ncd {shlex.quote(str(root))} && "
                           f"exec {shlex.quote(sys.executable)} -m {module} \"$@\"\n")
         script.chmod(0o755)
+    run_class = home / "bin" / "kafka-run-class.sh"
+    run_class.write_text(RUN_CLASS)
+    run_class.chmod(0o755)
     return home
+
+
+def install_kafka_jars(home: Path) -> bool:
+    """Kafka's client jar and its dependencies in ``home/libs`` (Maven, once); False where no
+    JDK or Maven is installed."""
+    libs = home / "libs"
+    if any(libs.glob("kafka-clients-*.jar")):
+        return True
+    if not (shutil.which("javac") and shutil.which("mvn")):
+        return False
+    dependencies = "".join(
+        f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+        f"<version>{version}</version></dependency>"
+        for group, artifact, version in (c.split(":") for c in (KAFKA_CLIENTS, SLF4J_BINDING)))
+    with tempfile.TemporaryDirectory(prefix="samsa-kafka-jars-") as work:
+        pom = Path(work) / "pom.xml"
+        pom.write_text('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0'
+                       "</modelVersion><groupId>samsa.compat</groupId><artifactId>kafka-jars"
+                       f"</artifactId><version>1</version><dependencies>{dependencies}"
+                       "</dependencies></project>")
+        fetched = subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(pom),
+                                  "dependency:copy-dependencies", f"-DoutputDirectory={libs}"],
+                                 capture_output=True, text=True)
+        if fetched.returncode != 0:
+            raise RuntimeError(f"mvn could not fetch {KAFKA_CLIENTS}: {fetched.stdout[-2000:]}")
+    return any(libs.glob("kafka-clients-*.jar"))

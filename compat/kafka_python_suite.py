@@ -13,13 +13,19 @@ from Samsa's ApiVersions, in two pytest invocations:
   SASL_PLAINTEXT listener, through the stand-ins (``compat/kafka_python/service.py`` starts a
   Samsa broker; ``$KAFKA_ROOT/bin`` holds compat's kafka-storage.sh and kafka-topics.sh).
 
-Outcomes come from pytest's JUnit XML files; each failure gets a category.
+The entries of ``compat/skips.py`` that apply on this run are handed to the ``samsa_skips``
+plugin (``SAMSA_COMPAT_SKIPS``, a JSON file), which skips those tests. Outcomes come from
+pytest's JUnit XML files. The run fails on a failed or errored test, a skip the table does not
+tolerate now, a missing JUnit file, a pytest exit code that its outcomes do not explain, a
+timeout, and a broker that died or did not stop cleanly (``SuiteResult.failures``).
+``selection``: pytest node ids under ``test/integration`` (for the harness's own tests); the
+SASL pass runs only if one of them is in its module.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -29,19 +35,21 @@ import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+from compat import skips
+from compat.fault_proxy import Fault
 from compat.kafka_home import kafka_home
-from compat.results import Outcome, SuiteResult
+from compat.results import Outcome, SuiteResult, exit_problem, judge_skips, unmatched_entries
 from compat.samsa_broker import AUTHORIZER, ROOT, SamsaBroker
 
 VERSION = "3.0.12"
-KAFKA_VERSION = "4.0.0"  # what kafka-python 3.0.12 infers from Samsa's ApiVersions: (4, 0)
 HERE = Path(__file__).resolve().parent
 PER_TEST_TIMEOUT_SECONDS = 120
 SUITE_TIMEOUT_SECONDS = 20 * 60
-MISSING_API = re.compile(r"does not support the '(\w+?)(?:Request)?' Kafka protocol")
-SASL_MODULE = "test/integration/test_sasl_integration.py"
+INTEGRATION = "test/integration"
+SASL_MODULE = f"{INTEGRATION}/test_sasl_integration.py"
 TEMPLATES = ("kafka.properties", "kafka_server_jaas.conf", "sasl_command.conf")
-GROUP_SYMPTOMS = ("stable group", "FindCoordinator", "GroupCoordinator", "CoordinatorNotAvailable")
+# pytest's exit codes: 1 is "some tests failed", explained by the failed outcomes it reports.
+TESTS_FAILED = 1
 
 
 def prepare(cache: Path) -> Path:
@@ -64,29 +72,79 @@ def prepare(cache: Path) -> Path:
     return source
 
 
-def run(cache: Path, results: Path) -> SuiteResult:
+def run(cache: Path, results: Path, *, selection: list[str] | None = None,
+        faults: tuple[Fault, ...] = ()) -> SuiteResult:
     source = prepare(cache)
-    home = kafka_home(cache)
     logs = results / "logs"
-    junit, sasl_junit = results / "kafka-python.junit.xml", results / "kafka-python-sasl.junit.xml"
-    broker = SamsaBroker(logs / "kafka-python-broker.log", _fixture_settings()).start()
+    logs.mkdir(parents=True, exist_ok=True)
+    broker = SamsaBroker(logs / "kafka-python-broker.log", _fixture_settings(),
+                         faults=faults).start()
     started = time.monotonic()
+    outcomes: list[Outcome] = []
+    problems: list[str] = []
+    main, sasl = _split(selection)
     try:
-        completed = _pytest(source, ["test/integration", f"--ignore={SASL_MODULE}"], junit,
-                            logs / "kafka-python-pytest.log",
-                            {"KAFKA_URI": f"PLAINTEXT://{broker.bootstrap}",
-                             "KAFKA_ROOT": str(home)})
+        facts = broker.facts()
+        tolerated = skips.applicable(skips.KAFKA_PYTHON, facts)
+        skips_file = results / "kafka-python-skips.json"
+        skips_file.write_text(json.dumps(tolerated, indent=2) + "\n")
+        settings = {"KAFKA_ROOT": str(kafka_home(cache)), "SAMSA_COMPAT_SKIPS": str(skips_file),
+                    "KAFKA_VERSION": ".".join(map(str, facts.kafka_version))}
+        if main:
+            outcomes, problems = _pass(source, "", main, results, {
+                **settings, "KAFKA_URI": f"PLAINTEXT://{broker.bootstrap}"})
+        if not broker.alive():
+            problems.append("the Samsa broker died during the run")
     finally:
-        exit_code = broker.stop()
-    sasl_log = logs / "kafka-python-sasl-brokers.log"
-    sasl_log.unlink(missing_ok=True)
-    sasl_completed = _pytest(source, [SASL_MODULE], sasl_junit,
-                             logs / "kafka-python-sasl-pytest.log",
-                             {"KAFKA_ROOT": str(home), "SAMSA_COMPAT_BROKER_LOG": str(sasl_log)})
-    outcomes = [_categorise(outcome) for outcome in _read_junit(junit) + _read_junit(sasl_junit)]
-    notes = [f"pytest exited {completed}", f"broker exited {exit_code}",
-             f"SASL pytest ({SASL_MODULE}, a Samsa broker per test) exited {sasl_completed}"]
-    return SuiteResult("kafka-python", VERSION, time.monotonic() - started, outcomes, notes)
+        problems += exit_problem("the Samsa broker", broker.stop())
+    if sasl:
+        sasl_log = logs / "kafka-python-sasl-brokers.log"
+        sasl_log.unlink(missing_ok=True)
+        found, trouble = _pass(source, "sasl", sasl, results,
+                               {**settings, "SAMSA_COMPAT_BROKER_LOG": str(sasl_log)})
+        outcomes, problems = outcomes + found, problems + trouble
+    judge_skips(outcomes, tolerated)
+    if selection is None:
+        problems += unmatched_entries(skips.entries(skips.KAFKA_PYTHON), outcomes)
+    notes = [f"KAFKA_VERSION={settings['KAFKA_VERSION']} (inferred from the broker's ApiVersions)",
+             f"SASL pass ({SASL_MODULE}, a Samsa broker per test): {'run' if sasl else 'not run'}"]
+    return SuiteResult("kafka-python", VERSION, time.monotonic() - started, outcomes, problems,
+                       notes)
+
+
+def _split(selection: list[str] | None) -> tuple[list[str], list[str]]:
+    """pytest arguments of the main pass and of the SASL pass (empty: the pass does not run)."""
+    if selection is None:
+        return [INTEGRATION, f"--ignore={SASL_MODULE}"], [SASL_MODULE]
+    nodes = [f"{INTEGRATION}/{node}" for node in selection]
+    return ([node for node in nodes if not node.startswith(SASL_MODULE)],
+            [node for node in nodes if node.startswith(SASL_MODULE)])
+
+
+def _pass(source: Path, label: str, arguments: list[str], results: Path,
+          settings: dict[str, str]) -> tuple[list[Outcome], list[str]]:
+    """One pytest invocation: its outcomes and the problems around them."""
+    name = "-".join(["kafka-python", *([label] if label else [])])
+    junit = results / f"{name}.junit.xml"
+    code = _pytest(source, arguments, junit, results / "logs" / f"{name}-pytest.log", settings)
+    return judge_pytest(f"pytest ({name})", code, junit)
+
+
+def judge_pytest(what: str, code: int | None, junit: Path) -> tuple[list[Outcome], list[str]]:
+    """The outcomes in ``junit`` and the problems around them: a timeout (``code`` None), no
+    or an unreadable JUnit file, an exit code the outcomes do not explain (only 1, "tests
+    failed", with a failed test among them is explained, besides 0)."""
+    if code is None:  # killed: pytest writes its JUnit file only at the end
+        return [], [f"{what} timed out after {SUITE_TIMEOUT_SECONDS}s"]
+    if not junit.exists():
+        return [], [f"{what} exited {code} and wrote no JUnit file"]
+    try:
+        outcomes = _read_junit(junit)
+    except ElementTree.ParseError as error:
+        return [], [f"{what} exited {code} and its JUnit file is unreadable: {error}"]
+    explained = code == 0 or (code == TESTS_FAILED and any(
+        outcome.status == "failed" for outcome in outcomes))
+    return outcomes, [] if explained else [f"{what} exited {code}"]
 
 
 def _fixture_settings() -> dict[str, str]:
@@ -111,13 +169,13 @@ def _fixture_settings() -> dict[str, str]:
 
 
 def _pytest(source: Path, selection: list[str], junit: Path, log_path: Path,
-            settings: dict[str, str]) -> int:
+            settings: dict[str, str]) -> int | None:
     """Run pytest on ``selection`` in the sdist with ``settings`` added to the environment
-    (``KAFKA_URI`` only where the fixtures should wrap a running broker)."""
+    (``KAFKA_URI`` only where the fixtures should wrap a running broker); its exit code, or
+    None if it ran out of time."""
     junit.unlink(missing_ok=True)
     environment = {key: value for key, value in os.environ.items() if key != "KAFKA_URI"}
     environment.update({
-        "KAFKA_VERSION": KAFKA_VERSION,
         # -p samsa_skips; and compat itself, which test/service.py imports
         "PYTHONPATH": os.pathsep.join([str(HERE / "kafka_python"), str(ROOT)]),
         **settings,
@@ -131,7 +189,7 @@ def _pytest(source: Path, selection: list[str], junit: Path, log_path: Path,
             return subprocess.run(command, cwd=source, env=environment, stdout=log,
                                   stderr=subprocess.STDOUT, timeout=SUITE_TIMEOUT_SECONDS).returncode
         except subprocess.TimeoutExpired:
-            return -1
+            return None
 
 
 def _read_junit(path: Path) -> list[Outcome]:
@@ -151,20 +209,3 @@ def _read_junit(path: Path) -> list[Outcome]:
             outcomes[name] = Outcome(name, status, float(case.get("time", 0)),
                                      reason.strip()[:500])
     return list(outcomes.values())
-
-
-def _categorise(outcome: Outcome) -> Outcome:
-    if outcome.status != "failed":
-        return outcome
-    match = MISSING_API.search(outcome.reason)
-    if "transactional" in outcome.name:
-        outcome.category = "missing API: transactions (FindCoordinator/AddPartitionsToTxn/EndTxn)"
-    elif match and match.group(1) in ("FindCoordinator", "JoinGroup", "OffsetFetch", "OffsetCommit"):
-        outcome.category = "missing API: consumer groups (FindCoordinator/JoinGroup/...)"
-    elif match:
-        outcome.category = f"missing API: {match.group(1)}"
-    elif any(symptom in outcome.reason for symptom in GROUP_SYMPTOMS):
-        outcome.category = "missing API: consumer groups (FindCoordinator/JoinGroup/...)"
-    else:
-        outcome.category = "unexplained: possible Samsa bug"
-    return outcome

@@ -8,13 +8,14 @@ librdkafka's test cluster has 3 brokers and some tests (0098, 0101, 0103) create
 topics with replication factor 3, which one node must refuse (Kafka's too): before the build,
 those calls are patched to replication factor 1 (``patch_for_one_node``), nothing else.
 Tests that shell out to Kafka's Java tools get stand-ins on ``KAFKA_PATH`` (``compat.kafka_home``:
-kafka-topics.sh and kafka-acls.sh); those calling another tool, or a Java program of their
-own (``NEEDS_JAVA``), are skipped. The broker enforces ACLs (``AUTHORIZER``) and, like Kafka's
+kafka-topics.sh and kafka-acls.sh); those that build and run Java programs of their own (0098,
+0113's Java interop case) get Kafka's client jar from Maven and a kafka-run-class.sh. The broker enforces ACLs (``AUTHORIZER``) and, like Kafka's
 shipped development ``server.properties``, has ``group.initial.rebalance.delay.ms=0``, so a
 consumer group's first join is not held back 3 s (``BROKER_SETTINGS``).
 
-The test numbers in ``NEEDS_INITIAL_REBALANCE_DELAY`` (0118) assume Kafka's default delay, which
-librdkafka's CI brokers keep: they run in a pass of their own, against a broker that keeps it.
+The test numbers in ``NEEDS_INITIAL_REBALANCE_DELAY`` (0089, 0113, 0118) assume Kafka's default
+delay, which librdkafka's CI brokers keep: they run in a pass of their own, against a broker that
+keeps it.
 
 SASL: the test numbers in ``SASL_TESTS`` skip themselves unless ``test.conf`` sets
 ``security.protocol=SASL_PLAINTEXT`` with a PLAIN or SCRAM ``sasl.mechanism``. They run in a
@@ -25,16 +26,23 @@ through the PLAINTEXT listener with AlterUserScramCredentials) and
 ``connections.max.reauth.ms=10000``; their ``test.conf`` points at the SASL listener with those
 credentials. 0126 (OAUTHBEARER/OIDC) and 0097 (SSL) are not among them: Samsa serves neither.
 
-Each test number runs in its own ``test-runner`` process (``TESTS=NNNN``, flags
-``-Q -E -K -L``: quick mode — except for ``NOT_QUICK`` —, no socket-emulation, no known-issue and
-no broker-less tests), so
-one hang or crash costs one test, under a wall-clock timeout and an overall time budget.
-A ``test.conf`` of the run's own (``RDKAFKA_TEST_CONF``, so that runs at the same time do not
-share one) points ``bootstrap.servers`` at the broker; ``TEST_KAFKA_VERSION`` is the Kafka
-version Samsa's ApiVersions matches. A test number whose source calls for an API (``REQUIREMENTS``:
-subscribe/commit need the group APIs, transactions need the transaction APIs, ...) is skipped
-while the broker does not advertise one of those API keys, and runs by itself once it does
-(``--all`` runs everything regardless). Outcomes are read from the runner's summary table.
+Two modes (``Mode``). ``QUICK`` (``make compat``): test-runner flags ``-Q -E -K -L`` — quick
+mode (except for ``NOT_QUICK``), no socket-emulation, no known-issue and no broker-less tests.
+Quick mode stops many tests early and still counts them passed. ``FULL`` (``make compat-full``):
+no ``-Q``, and socket-emulation tests included when the build has ``WITH_SOCKEM`` (test-runner's
+default on Linux), with per-test timeouts and a budget suited to it; its results go to
+``librdkafka-full.json``. Each test number runs in its own ``test-runner`` process
+(``TESTS=NNNN``), so one hang or crash costs one test, under a wall-clock timeout and an overall
+time budget. A ``test.conf`` of the run's own (``RDKAFKA_TEST_CONF``, so that runs at the same
+time do not share one) points ``bootstrap.servers`` at the broker; ``TEST_KAFKA_VERSION`` is the
+Kafka version kafka-python infers from Samsa's ApiVersions. Outcomes are read from the runner's
+summary table.
+
+Verdict: the entries of ``compat/skips.py`` that apply on this run are not run (a number is left
+out when all its tests are); every other outcome but a pass fails the run — a failed test, a
+skip the table does not tolerate now, a test missing from the summary (crash), a timeout, a test
+left unrun because the budget was used up, a runner that exited non-zero, a broker that died or
+did not stop cleanly.
 """
 
 from __future__ import annotations
@@ -47,28 +55,26 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from compat.kafka_home import STAND_INS, kafka_home
-from compat.results import Outcome, SuiteResult
-from compat.samsa_broker import AUTHORIZER, SamsaBroker, ScramUser, create_scram_users
+from compat import skips
+from compat.fault_proxy import Fault
+from compat.kafka_home import install_kafka_jars, kafka_home
+from compat.results import Outcome, SuiteResult, exit_problem, judge_skips, unmatched_entries
+from compat.samsa_broker import (
+    AUTHORIZER,
+    SamsaBroker,
+    ScramUser,
+    create_scram_users,
+)
 
 NODE_RDKAFKA_VERSION = "3.6.1"  # bundles librdkafka 2.12.0
-TEST_KAFKA_VERSION = "4.0.0"
-RUNNER_FLAGS = ["-Q", "-E", "-K", "-L"]
-PER_TEST_TIMEOUT_SECONDS = 150
-# Test numbers that need longer: 0081_admin runs ~40 admin cases, many of them waiting out
-# librdkafka's own timeouts (measured: 126 s in all, 223 s before the brokers had no initial
-# rebalance delay; 240 s leaves room on a busy machine). 0142 runs without -Q (NOT_QUICK): ~75 s.
-LONGER_TIMEOUT_SECONDS = {"0081": 240, "0142": 300}
-# Test numbers run without -Q: all their sub-tests are full ones (SUB_TEST), which quick mode
-# skips, so that with -Q they would pass having tested nothing. 0142 then runs its five PLAIN/SCRAM
-# cases (consumer, producer, transactional commit and abort, failed re-authentication), each
-# spanning at least one connections.max.reauth.ms (10 s); it sets its own timeout to 9x that.
-NOT_QUICK = {"0142"}
-SUITE_BUDGET_SECONDS = 25 * 60
+LIBRDKAFKA_VERSION = "2.12.0"
+
+
 # librdkafka's default test scenario (tests/scenarios/default.json) is a cluster whose
 # auto-created topics get 4 partitions; most tests produce to partitions 0..3. Its tests
 # 0109, 0115 and 0119 deny themselves topics with kafka-acls.sh: ACLs are enforced.
@@ -86,8 +92,70 @@ NEEDS_INITIAL_REBALANCE_DELAY = {
     # rebalance, ClassicGroup.validateOffsetCommit), where the test expects only the closing
     # consumer's revoke and a failed commit: "Expected closing consumer ...'s commit to fail".
     "0118": "commit_rebalance",
+    # Two consumers subscribe at once to a one-partition topic and must land in one generation:
+    # the one without the partition expects its first message only after the other exceeds
+    # max.poll.interval.ms. Without the delay the second join moves the partition at once:
+    # "Consumer 0: did not expect message for at least 7092ms" (full mode; quick mode skips it).
+    "0089": "max_poll_interval",
+    # l_unsubscribe (full mode) subscribes two consumers at once and expects one assignment
+    # each; without the delay the second join revokes and reassigns the first one's partitions:
+    # "Expecting consumer 1's assign_call_cnt to be 1 not: 3".
+    "0113": "cooperative_rebalance",
 }
 DELAYED_BROKER_SETTINGS = {**BROKER_SETTINGS, "group.initial.rebalance.delay.ms": "3000"}
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    suite: str  # the results' name: compat/results/<suite>.json
+    flags: tuple[str, ...]
+    per_test_timeout_seconds: int
+    budget_seconds: int
+    broker_settings: Mapping[str, str]
+    longer_timeout_seconds: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def quick(self) -> bool:
+        return "-Q" in self.flags
+
+    @property
+    def sockem(self) -> bool:
+        return "-E" not in self.flags
+
+    def timeout(self, number: str) -> int:
+        return self.longer_timeout_seconds.get(number, self.per_test_timeout_seconds)
+
+    def runner_flags(self, number: str) -> list[str]:
+        return [flag for flag in self.flags if not (number in NOT_QUICK and flag == "-Q")]
+
+
+# Test numbers run without -Q even in quick mode: all their sub-tests are full ones (SUB_TEST),
+# which quick mode skips, so that with -Q they would pass having tested nothing. 0142 then runs
+# its five PLAIN/SCRAM cases (consumer, producer, transactional commit and abort, failed
+# re-authentication), each spanning at least one connections.max.reauth.ms (10 s); it sets its
+# own timeout to 9x that.
+NOT_QUICK = {"0142"}
+QUICK = Mode(
+    "quick", "librdkafka", ("-Q", "-E", "-K", "-L"), per_test_timeout_seconds=150,
+    budget_seconds=25 * 60, broker_settings=BROKER_SETTINGS,
+    # 0081_admin runs ~40 admin cases, many of them waiting out librdkafka's own timeouts
+    # (measured: 126 s in all; 240 s leaves room on a busy machine). 0142 (NOT_QUICK): ~75 s.
+    longer_timeout_seconds={"0081": 240, "0142": 300})
+
+
+def full_mode(sockem: bool) -> Mode:
+    """No -Q; socket-emulation tests too when the build has them. The runner enforces each
+    test's own timeouts (``test_timeout_set``); the harness's per-test wall clock is only a
+    backstop against a hung runner, so it is generous. The brokers keep Kafka's default
+    initial rebalance delay, as librdkafka's CI brokers do: full mode's group tests start
+    several consumers at once and expect one generation (0089, 0102 and 0113 failed without
+    it), and fidelity matters more here than the 3 s per new group."""
+    return Mode("full", "librdkafka-full", ("-K", "-L") if sockem else ("-E", "-K", "-L"),
+                per_test_timeout_seconds=900, budget_seconds=150 * 60,
+                broker_settings=DELAYED_BROKER_SETTINGS, longer_timeout_seconds={"0113": 2400})
+
+
 SASL_TESTS = {
     "0135": "sasl_set_credentials() with PLAIN or SCRAM",
     "0142": "KIP-368 re-authentication; reads connections.max.reauth.ms with DescribeConfigs",
@@ -103,36 +171,12 @@ SASL_BROKER_SETTINGS = {
 # without it (./configure records WITH_RAPIDJSON in Makefile.config and config.h).
 BUILD_PACKAGES = ["build-essential", "libssl-dev", "zlib1g-dev", "libzstd-dev", "liblz4-dev",
                   "python3", "rapidjson-dev"]
-# Entries the runner never runs here: broker-less, socket emulation, known issue, manual.
-NOT_APPLICABLE_FLAGS = ("TEST_F_LOCAL", "TEST_F_SOCKEM", "TEST_F_KNOWN_ISSUE)",
-                        "TEST_F_KNOWN_ISSUE,", "TEST_F_KNOWN_ISSUE |", "TEST_F_MANUAL")
-GROUPS = frozenset({8, 9, 10, 11, 12, 13, 14})  # OffsetCommit/Fetch, FindCoordinator, Join...Leave
-TRANSACTIONS = GROUPS | {22, 24, 25, 26, 28}  # InitProducerId, AddPartitions/OffsetsToTxn, EndTxn
-API_NAMES = {8: "OffsetCommit", 9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup",
-             12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups",
-             16: "ListGroups", 17: "SaslHandshake", 22: "InitProducerId",
-             24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
-             29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 36: "SaslAuthenticate",
-             42: "DeleteGroups", 43: "ElectLeaders", 47: "OffsetDelete",
-             50: "DescribeUserScramCredentials", 51: "AlterUserScramCredentials",
-             68: "ConsumerGroupHeartbeat"}
+# Entries the runner never runs here: broker-less, known issue, manual (socket emulation: by mode).
+NOT_APPLICABLE_FLAGS = ("TEST_F_LOCAL", "TEST_F_KNOWN_ISSUE)", "TEST_F_KNOWN_ISSUE,",
+                        "TEST_F_KNOWN_ISSUE |", "TEST_F_MANUAL")
 SUMMARY_LINE = re.compile(r"^\|\s*(\S+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|DNS)\s*\|"
                           r"\s*([\d.]+)s\s*\|\s*(.*)$")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\x1b\(B")
-# What a test's source calls, and the API keys that call needs from the broker.
-REQUIREMENTS = (
-    (re.compile(r"rd_kafka_subscribe|test_consumer_subscribe|->subscribe\(|rd_kafka_commit\b|"
-                r"commitSync|commitAsync|rd_kafka_committed|->committed\(|"
-                r"rd_kafka_consumer_group_metadata\(|rd_kafka_list_groups|ConsumerGroup|"
-                # test.c's helper subscribes; broker offset storage is the group's
-                r"test_consume_msgs_easy|offset\.store\.method"),
-     GROUPS),
-    (re.compile(r"init_transactions|transactional\.id"), TRANSACTIONS),
-    (re.compile(r"rd_kafka_(Create|Describe|Delete)Acls"), frozenset({29, 30, 31})),
-    (re.compile(r"rd_kafka_DeleteGroups"), frozenset({42})),
-    (re.compile(r"rd_kafka_ElectLeaders"), frozenset({43})),
-    (re.compile(r"UserScramCredentials"), frozenset({50, 51})),
-)
 
 
 def prepare(cache: Path) -> Path:
@@ -209,8 +253,9 @@ def _build(source: Path, command: list[str]) -> None:
         raise RuntimeError(f"{' '.join(command)} failed in {source}; see {log}")
 
 
-def list_tests(tests: Path) -> dict[str, list[str]]:
-    """``{test number: [test names]}`` from test.c's table, without the never-applicable ones."""
+def list_tests(tests: Path, *, sockem: bool = False) -> dict[str, list[str]]:
+    """``{test number: [test names]}`` from test.c's table, without those the runner does not
+    run here (broker-less, known issue, manual; socket emulation unless ``sockem``)."""
     text = (tests / "test.c").read_text()
     table = text[text.index("struct test tests[] = {"):]
     table = table[:table.index("\n};")]
@@ -218,7 +263,8 @@ def list_tests(tests: Path) -> dict[str, list[str]]:
     for entry in re.split(r"\b_TEST\(", table)[1:]:
         name = entry.split(",", 1)[0].strip()
         flags = entry.split(",", 2)[1] if "," in entry else ""
-        if any(flag in flags + "," for flag in NOT_APPLICABLE_FLAGS) or not _runs_in_default(entry):
+        not_applicable = NOT_APPLICABLE_FLAGS + (() if sockem else ("TEST_F_SOCKEM",))
+        if any(flag in flags + "," for flag in not_applicable) or not _runs_in_default(entry):
             continue
         by_number.setdefault(name[:4], []).append(name)
     return by_number
@@ -231,34 +277,10 @@ def _runs_in_default(entry: str) -> bool:
     return scenario is None or "default" in scenario.group(1)
 
 
-# Found by running them: what the source patterns above do not show.
-ALSO_NEEDS_GROUPS = {
-    "0051": GROUPS,  # assign() without an offset reads the group's committed offset
-    "0067": GROUPS,  # KafkaConsumer::assign() likewise
-}
-# Kafka's Java tools the tests shell out to (``test_kafka_cmd("kafka-xxx.sh ...")`` via
-# KAFKA_PATH, and ``test_kafka_topics``); compat.kafka_home installs stand-ins for some.
-KAFKA_TOOL_CALL = re.compile(r'test_kafka_cmd\(\s*"([\w.-]+)')
-# Tests that run a Java program of their own (``test_run_java``) on every path.
-NEEDS_JAVA = {"0098": "drives Kafka's Java producer (TransactionProducerCli via test_run_java)"}
-
-
-def needs_kafka_cli(tests: Path, number: str) -> list[str]:
-    """The Kafka tools a test number calls that have no stand-in (empty: it can run)."""
-    called = {match.group(1) for source in tests.glob(f"{number}-*.c*")
-              for match in KAFKA_TOOL_CALL.finditer(source.read_text(errors="replace"))}
-    return sorted(called - STAND_INS.keys())
-
-
-def required_apis(tests: Path, number: str) -> frozenset[int]:
-    """The API keys a test number's source files call for (see ``REQUIREMENTS``)."""
-    needed: set[int] = set(ALSO_NEEDS_GROUPS.get(number, ()))
-    for source in sorted(tests.glob(f"{number}-*.c")) + sorted(tests.glob(f"{number}-*.cpp")):
-        text = source.read_text(errors="replace")
-        for pattern, keys in REQUIREMENTS:
-            if pattern.search(text):
-                needed |= keys
-    return frozenset(needed)
+def built_with_sockem(tests: Path) -> bool:
+    """True if ./configure enabled socket emulation (``WITH_SOCKEM= y`` in Makefile.config)."""
+    config = tests.parent / "Makefile.config"
+    return re.search(r"^WITH_SOCKEM=\s*y\s*$", config.read_text(), re.MULTILINE) is not None
 
 
 @dataclass
@@ -271,57 +293,97 @@ class Target:
     test_conf: Path
 
 
-def run(cache: Path, results: Path, *, only: list[str] | None = None, run_all: bool = False,
-        jobs: int = 1) -> SuiteResult:
+@dataclass(frozen=True)
+class Run:
+    """What every test number of one suite run shares."""
+
+    tests: Path
+    numbers: dict[str, list[str]]
+    logs: Path
+    home: Path
+    mode: Mode
+    deadline: float
+
+
+def run(cache: Path, results: Path, *, full: bool = False, only: list[str] | None = None,
+        jobs: int = 1, faults: tuple[Fault, ...] = ()) -> SuiteResult:
     tests = prepare(cache)
-    logs = results / "logs" / "librdkafka"
+    mode = full_mode(built_with_sockem(tests)) if full else QUICK
+    logs = results / "logs" / mode.suite
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     # This run's own test.conf files (RDKAFKA_TEST_CONF), not tests/test.conf, which another
     # run of the suite at the same time would point at its broker.
     conf_dir = Path(tempfile.mkdtemp(prefix="samsa-rdkafka-conf-"))
-    targets = [_plaintext_target("broker", results, conf_dir, BROKER_SETTINGS)]
+    targets = [_plaintext_target("broker", mode, results, conf_dir, mode.broker_settings,
+                                 faults)]
     started = time.monotonic()
+    problems: list[str] = []
+    outcomes: list[Outcome] = []
+    passes: list[tuple[Target, list[str]]] = []
     try:
-        advertised = targets[0].broker.api_versions()
-        numbers = list_tests(tests)
-        outcomes, runnable = _plan(tests, numbers, [n for n in numbers if not only or n in only],
-                                   advertised, run_all)
-        delayed = [number for number in runnable if number in NEEDS_INITIAL_REBALANCE_DELAY]
-        sasl = [number for number in runnable if number in SASL_TESTS]
-        passes = [(targets[0], [n for n in runnable if n not in delayed and n not in sasl])]
-        if delayed:
-            targets.append(_plaintext_target("delayed-broker", results, conf_dir,
-                                             DELAYED_BROKER_SETTINGS))
-            passes.append((targets[-1], delayed))
-        if sasl:
-            targets.append(_sasl_target(results, conf_dir))
-            passes.append((targets[-1], sasl))
-        deadline = started + SUITE_BUDGET_SECONDS
         home = kafka_home(cache)
+        facts = targets[0].broker.facts(quick_mode=mode.quick,
+                                        java_tools=install_kafka_jars(home))
+        tolerated = skips.applicable(skips.LIBRDKAFKA, facts)
+        numbers = list_tests(tests, sockem=mode.sockem)
+        selected = [number for number in numbers if not only or number in only]
+        problems += [f"{number}: no such test number in this mode" for number in only or ()
+                     if number not in numbers]
+        outcomes, runnable = _plan(numbers, selected, tolerated)
+        passes = _passes(runnable, targets, mode, results, conf_dir, faults)
+        shared = Run(tests, numbers, logs, home, mode, started + mode.budget_seconds)
         for target, chosen in passes:
-            outcomes += _run_pass(tests, numbers, chosen, logs, target, deadline, home, jobs)
+            found, trouble = _run_pass(shared, target, chosen, jobs, facts.kafka_version)
+            outcomes, problems = outcomes + found, problems + trouble
     finally:
-        exit_codes = [target.broker.stop() for target in targets]
+        for target in targets:
+            if not target.broker.alive():
+                problems.append(f"the Samsa broker {target.label} died during the run")
+            problems += exit_problem(f"the Samsa broker {target.label}", target.broker.stop())
         shutil.rmtree(conf_dir, ignore_errors=True)
-    notes = [f"{target.label} ({', '.join(chosen) if index else 'the others'}) exited {code}"
-             for index, ((target, chosen), code) in enumerate(zip(passes, exit_codes, strict=True))]
-    notes.append("advertised APIs: " + ", ".join(str(key) for key in sorted(advertised)))
-    return SuiteResult("librdkafka", "2.12.0", time.monotonic() - started, outcomes, notes)
+    judge_skips(outcomes, tolerated)
+    if not only:
+        problems += unmatched_entries(skips.entries(skips.LIBRDKAFKA), outcomes)
+    notes = [f"{target.label}: {', '.join(chosen) if index else 'the others'}"
+             for index, (target, chosen) in enumerate(passes)]
+    notes.append(f"mode {mode.name}: test-runner {' '.join(mode.flags)}, jobs {jobs}")
+    notes.append("advertised APIs: " + ", ".join(str(key) for key in sorted(facts.api_versions)))
+    return SuiteResult(mode.suite, LIBRDKAFKA_VERSION, time.monotonic() - started, outcomes,
+                       problems, notes)
 
 
-def _plaintext_target(label: str, results: Path, conf_dir: Path,
-                      settings: dict[str, str]) -> Target:
-    broker = SamsaBroker(results / "logs" / f"librdkafka-{label}.log", settings).start()
-    test_conf = conf_dir / f"test-{label}.conf"
+def _passes(runnable: list[str], targets: list[Target], mode: Mode, results: Path,
+            conf_dir: Path, faults: tuple[Fault, ...]) -> list[tuple[Target, list[str]]]:
+    """The brokers to run against and the numbers for each (``targets`` grows)."""
+    delayed = [number for number in runnable if number in NEEDS_INITIAL_REBALANCE_DELAY
+               and mode.broker_settings != DELAYED_BROKER_SETTINGS]
+    sasl = [number for number in runnable if number in SASL_TESTS]
+    passes = [(targets[0], [n for n in runnable if n not in delayed and n not in sasl])]
+    if delayed:
+        targets.append(_plaintext_target("delayed-broker", mode, results, conf_dir,
+                                         DELAYED_BROKER_SETTINGS, faults))
+        passes.append((targets[-1], delayed))
+    if sasl:
+        targets.append(_sasl_target(mode, results, conf_dir))
+        passes.append((targets[-1], sasl))
+    return passes
+
+
+def _plaintext_target(label: str, mode: Mode, results: Path, conf_dir: Path,
+                      settings: Mapping[str, str], faults: tuple[Fault, ...]) -> Target:
+    broker = SamsaBroker(results / "logs" / f"{mode.suite}-{label}.log", dict(settings),
+                         faults=faults).start()
+    test_conf = conf_dir / f"test-{mode.suite}-{label}.conf"
     test_conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
     return Target(label, broker, broker.bootstrap, test_conf)
 
 
-def _sasl_target(results: Path, conf_dir: Path) -> Target:
-    """The SASL broker (``SASL_BROKER_SETTINGS``), its user created, and a test.conf for it."""
+def _sasl_target(mode: Mode, results: Path, conf_dir: Path) -> Target:
+    """The SASL broker (``SASL_BROKER_SETTINGS``), its user created, and a test.conf for it
+    (no faults: the fault proxy serves one PLAINTEXT listener)."""
     label = f"sasl-{SASL_USER.mechanism.lower()}-broker"
-    broker = SamsaBroker(results / "logs" / f"librdkafka-{label}.log",
+    broker = SamsaBroker(results / "logs" / f"{mode.suite}-{label}.log",
                          SASL_BROKER_SETTINGS).start()
     try:
         create_scram_users(broker.address("PLAINTEXT"), [SASL_USER])
@@ -329,7 +391,7 @@ def _sasl_target(results: Path, conf_dir: Path) -> Target:
     except Exception:
         broker.stop()
         raise
-    test_conf = conf_dir / f"test-{label}.conf"
+    test_conf = conf_dir / f"test-{mode.suite}-{label}.conf"
     test_conf.write_text(f"bootstrap.servers={bootstrap}\n"
                          "security.protocol=SASL_PLAINTEXT\n"
                          f"sasl.mechanism={SASL_USER.mechanism}\n"
@@ -338,80 +400,88 @@ def _sasl_target(results: Path, conf_dir: Path) -> Target:
     return Target(label, broker, bootstrap, test_conf)
 
 
-def _plan(tests: Path, numbers: dict[str, list[str]], selected: list[str],
-          advertised: dict[int, tuple[int, int]], run_all: bool
+def _plan(numbers: dict[str, list[str]], selected: list[str], tolerated: Mapping[str, str]
           ) -> tuple[list[Outcome], list[str]]:
-    """(outcomes of the test numbers skipped here, the numbers to run)."""
+    """(outcomes of the numbers not run: all their tests are tolerated skips now, the numbers
+    to run)."""
     outcomes: list[Outcome] = []
     runnable = []
     for number in selected:
-        missing = sorted(required_apis(tests, number) - advertised.keys())
-        tools = needs_kafka_cli(tests, number)
-        if tools or number in NEEDS_JAVA:
-            reason = NEEDS_JAVA.get(number) or f"runs Kafka's {', '.join(tools)}"
-            outcomes += [Outcome(name, "skipped", 0.0, f"samsa compat: {reason}, which this "
-                                 "harness does not install") for name in numbers[number]]
-        elif missing and not run_all:
-            reason = "needs " + ", ".join(API_NAMES.get(key, str(key)) for key in missing)
-            outcomes += [Outcome(name, "skipped", 0.0, f"samsa compat: {reason}")
+        if all(name in tolerated for name in numbers[number]):
+            outcomes += [Outcome(name, "skipped", 0.0, f"samsa compat: {tolerated[name]}")
                          for name in numbers[number]]
         else:
             runnable.append(number)
     return outcomes, runnable
 
 
-def _run_pass(tests: Path, numbers: dict[str, list[str]], chosen: list[str], logs: Path,
-              target: Target, deadline: float, home: Path, jobs: int) -> list[Outcome]:
+def _run_pass(shared: Run, target: Target, chosen: list[str], jobs: int,
+              kafka_version: tuple[int, ...]) -> tuple[list[Outcome], list[str]]:
+    """The outcomes of the ``chosen`` numbers against ``target``, and a problem per runner
+    that exited non-zero though none of its tests failed."""
     outcomes: list[Outcome] = []
+    problems: list[str] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for found in pool.map(lambda number: _run_number(
-                tests, number, numbers[number], logs, target, deadline, home), chosen):
+        for number, (found, code) in zip(chosen, pool.map(
+                lambda number: _run_number(shared, number, target, kafka_version), chosen),
+                                         strict=True):
             outcomes += found
-    return outcomes
+            problems += runner_problem(number, found, code)
+    return outcomes, problems
 
 
-def _run_number(tests: Path, number: str, names: list[str], logs: Path, target: Target,
-                deadline: float, home: Path) -> list[Outcome]:
-    if time.monotonic() > deadline:
-        return [Outcome(name, "skipped", 0.0, "samsa compat: suite time budget used up")
-                for name in names]
+def runner_problem(number: str, outcomes: list[Outcome], code: int) -> list[str]:
+    """A problem if the runner exited non-zero though none of its tests failed."""
+    if code == 0 or any(outcome.status == "failed" for outcome in outcomes):
+        return []
+    return [f"{number}: test-runner exited {code} though no test failed"]
+
+
+def _run_number(shared: Run, number: str, target: Target,
+                kafka_version: tuple[int, ...]) -> tuple[list[Outcome], int]:
+    """The number's outcomes and its runner's exit code."""
+    names = shared.numbers[number]
+    if time.monotonic() > shared.deadline:
+        return [Outcome(name, "failed", 0.0, f"not run: the suite's time budget of "
+                        f"{shared.mode.budget_seconds}s was used up") for name in names], 0
     if not target.broker.alive():
-        return [Outcome(name, "failed", 0.0, "Samsa broker is no longer running",
-                        "unexplained: possible Samsa bug") for name in names]
-    environment = {**os.environ, "TESTS": number, "TEST_KAFKA_VERSION": TEST_KAFKA_VERSION,
+        return [Outcome(name, "failed", 0.0, "not run: the Samsa broker is no longer running")
+                for name in names], 0
+    environment = {**os.environ, "TESTS": number,
+                   "TEST_KAFKA_VERSION": ".".join(map(str, kafka_version)),
                    "RDKAFKA_TEST_CONF": str(target.test_conf), "RDKAFKA_GITVER": "node-rdkafka",
-                   "LD_LIBRARY_PATH": "../src:../src-cpp", "KAFKA_PATH": str(home),
+                   "LD_LIBRARY_PATH": "../src:../src-cpp", "KAFKA_PATH": str(shared.home),
                    "BROKERS": target.bootstrap}
-    log_path = logs / f"{number}.log"
+    log_path = shared.logs / f"{number}.log"
     started = time.monotonic()
     timed_out = False
+    timeout = shared.mode.timeout(number)
     with open(log_path, "w") as log:
-        flags = [flag for flag in RUNNER_FLAGS if not (number in NOT_QUICK and flag == "-Q")]
-        process = subprocess.Popen(["./test-runner", *flags], cwd=tests, env=environment,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(["./test-runner", *shared.mode.runner_flags(number)],
+                                   cwd=shared.tests, env=environment, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            code = process.wait(_timeout(number))
+            code = process.wait(timeout)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             code, timed_out = process.wait(), True
     output = ANSI.sub("", log_path.read_text(errors="replace"))
-    return _outcomes(names, output, code, timed_out, time.monotonic() - started,
-                     _timeout(number))
-
-
-def _timeout(number: str) -> int:
-    return LONGER_TIMEOUT_SECONDS.get(number, PER_TEST_TIMEOUT_SECONDS)
+    return _outcomes(names, output, code, timed_out, time.monotonic() - started, timeout), code
 
 
 def _outcomes(names: list[str], output: str, code: int, timed_out: bool,
-              seconds: float, timeout: int = PER_TEST_TIMEOUT_SECONDS) -> list[Outcome]:
+              seconds: float, timeout: int) -> list[Outcome]:
+    """The outcomes of one test number from its runner's output; a test missing from the
+    summary failed (crash or timeout)."""
     found: dict[str, Outcome] = {}
     for line in output.splitlines():
         match = SUMMARY_LINE.match(line.strip())
         if match and match.group(1) in names:
             name, state, duration, reason = match.groups()
             status = {"PASSED": "passed", "SKIPPED": "skipped"}.get(state, "failed")
-            found[name] = Outcome(name, status, float(duration), reason.strip()[:500])
+            first_failure = _first_failure(output) if status == "failed" else ""
+            found[name] = Outcome(name, status, float(duration),
+                                  (first_failure or reason.strip())[:500])
     tail = _first_failure(output) or " | ".join(
         line for line in output.splitlines()[-6:] if line.strip())[:500]
     for name in names:
@@ -419,9 +489,6 @@ def _outcomes(names: list[str], output: str, code: int, timed_out: bool,
             why = (f"timed out after {timeout}s" if timed_out
                    else f"test-runner exited {code} without a summary")
             found[name] = Outcome(name, "failed", seconds, f"{why}: {tail}")
-    for outcome in found.values():
-        if outcome.status == "failed":
-            outcome.category = "unexplained: possible Samsa bug"
     return list(found.values())
 
 

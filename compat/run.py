@@ -1,13 +1,19 @@
-"""``make compat``: run peer client test suites against a real Samsa broker.
+"""``make compat`` / ``make compat-full``: peer client test suites against a real Samsa broker.
 
-    .venv/bin/python -m compat.run [--suite kafka-python|librdkafka|all] [--tests 0001,0012]
-                                   [--all] [--jobs N]
+    .venv/bin/python -m compat.run [--suite kafka-python|librdkafka|all] [--mode quick|full]
+                                   [--tests 0001,0012] [--kafka-python-tests NODE,...]
+                                   [--jobs N] [--results DIR] [--fault API_KEY=ERROR_CODE]
 
-Each suite gets its own broker on an ephemeral port with a temporary data dir. Prints a
-summary table and writes ``compat/results/<suite>.json`` (plus logs under
-``compat/results/logs/``). Exit status: 0 when every failure is explained by an API Samsa
-does not serve yet, 1 when some failure is not (a possible Samsa bug), 2 when a suite
-could not be set up.
+Each suite gets its own broker on an ephemeral port with a temporary data dir. ``--mode``
+chooses librdkafka's quick mode (``-Q``, the default) or its full mode (results in
+``librdkafka-full.json``); kafka-python has one mode. Prints a summary table and writes
+``<results>/<suite>.json`` (default ``compat/results/``, logs under ``logs/``).
+
+Exit status: 0 when every test passed or was skipped with a reason ``compat/skips.py``
+tolerates on this run; 1 on anything else — a failed or errored test, an untolerated skip, a
+crash, a missing result file, a timeout, a used-up time budget, a broker that died; 2 when a
+suite could not be set up. ``--fault 22=53`` puts ``compat.fault_proxy`` between the clients and
+the brokers, answering that API with that error: the harness's own test of a broken broker.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from pathlib import Path
 
 from compat import kafka_python_suite, librdkafka_suite
+from compat.fault_proxy import Fault
 from compat.results import SuiteResult, print_summary
 from compat.samsa_broker import ROOT
 
@@ -24,16 +32,36 @@ CACHE = ROOT / ".cache" / "compat"
 RESULTS = ROOT / "compat" / "results"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="compat", description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=["kafka-python", "librdkafka", "all"], default="all")
+    parser.add_argument("--mode", choices=["quick", "full"], default="quick",
+                        help="librdkafka: quick (-Q -E) or full (no -Q, socket emulation)")
     parser.add_argument("--tests", help="librdkafka test numbers, comma-separated")
-    parser.add_argument("--all", action="store_true",
-                        help="librdkafka: also run tests needing APIs Samsa does not advertise")
+    parser.add_argument("--kafka-python-tests",
+                        help="kafka-python pytest node ids under test/integration, comma-separated")
     parser.add_argument("--jobs", type=int, default=1, help="librdkafka tests run at once")
-    args = parser.parse_args(argv)
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where results go")
+    parser.add_argument("--fault", action="append", default=[], type=Fault.parse,
+                        metavar="API_KEY=ERROR_CODE",
+                        help="answer this API with this error (the harness's own tests)")
+    return parser.parse_args(argv)
+
+
+def _run_suite(suite: str, args: argparse.Namespace) -> SuiteResult:
+    faults = tuple(args.fault)
+    if suite == "kafka-python":
+        selection = args.kafka_python_tests.split(",") if args.kafka_python_tests else None
+        return kafka_python_suite.run(CACHE, args.results, selection=selection, faults=faults)
+    only = args.tests.split(",") if args.tests else None
+    return librdkafka_suite.run(CACHE, args.results, full=args.mode == "full", only=only,
+                                jobs=args.jobs, faults=faults)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     CACHE.mkdir(parents=True, exist_ok=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    args.results.mkdir(parents=True, exist_ok=True)
     results: list[SuiteResult] = []
     setup_failed = False
     for suite in ("kafka-python", "librdkafka"):
@@ -41,23 +69,18 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"compat: running {suite} ...", flush=True)
         try:
-            if suite == "kafka-python":
-                result = kafka_python_suite.run(CACHE, RESULTS)
-            else:
-                only = args.tests.split(",") if args.tests else None
-                result = librdkafka_suite.run(CACHE, RESULTS, only=only, run_all=args.all,
-                                              jobs=args.jobs)
+            result = _run_suite(suite, args)
         except Exception:
             traceback.print_exc()
             setup_failed = True
             continue
-        print(f"compat: {suite} done in {result.duration_seconds:.0f}s, "
-              f"results in {result.write_json(RESULTS).relative_to(ROOT)}", flush=True)
+        print(f"compat: {result.suite} done in {result.duration_seconds:.0f}s, "
+              f"results in {result.write_json(args.results)}", flush=True)
         results.append(result)
     print_summary(results)
     if setup_failed:
         return 2
-    return 1 if any(result.unexplained_failures() for result in results) else 0
+    return 1 if any(result.failures() for result in results) else 0
 
 
 if __name__ == "__main__":
