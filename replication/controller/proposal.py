@@ -14,7 +14,7 @@ Owned by the broker's event loop: resolved and awaited there, never from another
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
 __all__ = ["Proposal"]
@@ -23,13 +23,14 @@ T = TypeVar("T")
 
 
 class Proposal(Generic[T]):
-    __slots__ = ("_done", "_error", "_value", "_waiters")
+    __slots__ = ("_callbacks", "_done", "_error", "_value", "_waiters")
 
     def __init__(self) -> None:
         self._done = False
         self._value: T | None = None
         self._error: BaseException | None = None
         self._waiters: list[asyncio.Future[None]] = []
+        self._callbacks: list[Callable[[T], None]] = []
 
     @classmethod
     def committed(cls, value: T) -> Proposal[T]:
@@ -58,6 +59,14 @@ class Proposal(Generic[T]):
             raise self._error  # type: ignore[misc]
         return self._value  # type: ignore[return-value]
 
+    def add_done_callback(self, on_committed: Callable[[T], None]) -> None:
+        """Call ``on_committed(value)`` once the proposal is committed (now, if it already is);
+        never called for a refused proposal."""
+        if not self._done:
+            self._callbacks.append(on_committed)
+        elif self._error is None:
+            on_committed(self._value)  # type: ignore[arg-type]
+
     def resolve(self, value: T) -> None:
         self._settle(value, None)
 
@@ -72,6 +81,10 @@ class Proposal(Generic[T]):
             if not waiter.done():
                 waiter.set_result(None)
         self._waiters.clear()
+        callbacks, self._callbacks = self._callbacks, []
+        if error is None:
+            for callback in callbacks:
+                callback(value)  # type: ignore[arg-type]
 
     def __await__(self) -> Generator[Any, None, T]:
         if not self._done:
