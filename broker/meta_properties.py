@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -57,6 +58,7 @@ __all__ = [
 logger = logging.getLogger("samsa.broker.meta_properties")
 
 META_PROPERTIES = "meta.properties"
+_URL_SAFE_BASE64 = re.compile(r"[A-Za-z0-9_-]*")
 _RESERVED_DIRECTORY_IDS = 100  # Kafka's DirectoryId: Uuid(0, 0..99) are reserved
 
 
@@ -95,6 +97,8 @@ def parse_uuid(text: str) -> bytes:
         raise ValueError(f"Input string with prefix `{text[:24]}` is too long to be decoded "
                          "as a base64 UUID")
     try:
+        if not _URL_SAFE_BASE64.fullmatch(text):
+            raise ValueError("a character outside the URL-safe base64 alphabet")
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except ValueError as error:
         raise ValueError(f"Input string `{text}` is not base64: {error}") from None
