@@ -274,7 +274,10 @@ def load_cluster_id(log_dirs: Iterable[Path], node_id: int, *, kraft: bool) -> s
         cluster_id = random_uuid()
         logger.info("no meta.properties in %s: new cluster id %s",
                     ", ".join(map(str, dirs)), cluster_id)
-    if cluster_id is not None:
+    if cluster_id is None:
+        logger.info("no meta.properties in %s: the cluster id is learnt from the quorum",
+                    ", ".join(map(str, dirs)))
+    else:
         _complete(ensemble, cluster_id, node_id)
     return cluster_id
 
