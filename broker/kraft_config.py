@@ -353,8 +353,11 @@ def kraft_settings(
     inter_broker_name, inter_broker_protocol = _inter_broker_listener(inputs)
     # Samsa's single node checks the inter-broker listener only when it is set: it has no
     # inter-broker traffic, and a SASL-only single node must keep starting.
-    inter_broker_keys = {INTER_BROKER_LISTENER_NAME, INTER_BROKER_SECURITY_PROTOCOL}
-    if BROKER_ROLE in inputs.roles if inputs.roles else inter_broker_keys & set(explicit):
+    if inputs.roles:
+        is_checked = BROKER_ROLE in inputs.roles
+    else:
+        is_checked = bool({INTER_BROKER_LISTENER_NAME, INTER_BROKER_SECURITY_PROTOCOL} & set(explicit))
+    if is_checked:
         _check_broker_listeners(inputs, inter_broker_name)
     return _build(inputs, inter_broker_name, inter_broker_protocol)
 

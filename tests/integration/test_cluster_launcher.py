@@ -33,23 +33,30 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+CONTROLLER_PORTS: dict[Path, list[int]] = {}
+
+
 def write_config_dir(tmp_path: Path) -> Path:
     config_dir = tmp_path / "cluster"
     config_dir.mkdir()
     controller_ports = free_ports(3)
     voters = ",".join(f"{n}@127.0.0.1:{port}" for n, port in enumerate(controller_ports, 1))
     for node_id, port in enumerate(controller_ports, 1):
+        listeners = ["PLAINTEXT://127.0.0.1:0", f"CONTROLLER://127.0.0.1:{port}"]
+        if node_id == 2:  # the start line names the client listener, whatever the order
+            listeners.reverse()
         (config_dir / f"node-{node_id}.properties").write_text(
             "process.roles=broker,controller\n"
             f"node.id={node_id}\n"
             f"controller.quorum.voters={voters}\n"
             "controller.listener.names=CONTROLLER\n"
-            f"listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}\n"
+            f"listeners={','.join(listeners)}\n"
             f"log.dirs={tmp_path / f'node-{node_id}'}\n"
             f"broker.rack=rack-{node_id}\n"
             "group.initial.rebalance.delay.ms=0\n"
         )
     (config_dir / "README").write_text("not a node\n")
+    CONTROLLER_PORTS[config_dir] = controller_ports
     return config_dir
 
 
@@ -57,6 +64,7 @@ class Launcher:
     """The launcher process; a thread collects its output and signals awaited lines."""
 
     def __init__(self, config_dir: Path) -> None:
+        self.config_dir = config_dir
         self.lines: list[str] = []
         self._condition = threading.Condition()
         self.process = subprocess.Popen(
@@ -125,6 +133,9 @@ def assert_gone(pid: int) -> None:
 def test_starts_every_node_and_stops_them_all_on_sigterm(launcher: Launcher) -> None:
     started = launcher.await_line("[cluster] Samsa cluster started: ")
     assert [f"node {n} on 127.0.0.1:" in started for n in (1, 2, 3)] == [True] * 3
+    addresses = started.split(": ", 1)[1].split(", ")
+    client_ports = {int(address.rsplit(":", 1)[1]) for address in addresses}
+    assert not client_ports & set(CONTROLLER_PORTS[launcher.config_dir])
     for node_id in (1, 2, 3):
         assert any(line.startswith(f"[node-{node_id}] Samsa broker started on 127.0.0.1:")
                    for line in launcher.lines), launcher.output()

@@ -196,3 +196,28 @@ def test_random_uuids_are_kafka_uuids() -> None:
 def test_parse_uuid_refuses(text: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         parse_uuid(text)
+
+
+def _started(tmp_path: Path, **properties: str) -> str:
+    from broker.broker import Broker
+    from broker.config import BrokerConfig
+    from storage.clock import ManualClock
+
+    config = BrokerConfig.from_properties({"log.dirs": str(tmp_path), **properties,
+                                           "offsets.topic.num.partitions": "1"})
+    broker = Broker.create(config, clock=ManualClock(1000))
+    broker.startup()
+    broker.shutdown()
+    return broker.cluster_id
+
+
+def test_broker_start_up_single_node_and_kraft(tmp_path: Path) -> None:
+    single = _started(tmp_path / "single")
+    assert single and read(tmp_path / "single").cluster_id == single
+    kraft = {"process.roles": "broker,controller", "node.id": "2",
+             "controller.quorum.voters": "2@127.0.0.1:19193", "controller.listener.names": "CONTROLLER",
+             "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"}
+    assert _started(tmp_path / "kraft", **kraft) == ""  # UNKNOWN_CLUSTER_ID: from the quorum
+    assert not (tmp_path / "kraft" / META_PROPERTIES).exists()
+    write_cluster_id([tmp_path / "kraft"], CLUSTER, 2)
+    assert _started(tmp_path / "kraft", **kraft) == CLUSTER
