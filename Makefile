@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-deps lint unit slow bench clean
+.PHONY: install run cluster test test-deps lint unit slow bench clean
 
 install: $(STAMP)
 
@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml
 
 run: install
 	$(VENV)/bin/samsa broker start --config conf/server.properties --override log.dirs=./data
+
+# Three nodes (conf/cluster/node-*.properties, data in ./data/cluster/node-N) in the foreground;
+# Ctrl-C stops them all.
+cluster: install
+	$(VENV)/bin/samsa cluster start --config-dir conf/cluster
 
 lint: install
 	$(VENV)/bin/ruff check .

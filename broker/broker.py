@@ -9,13 +9,9 @@ it through ``RequestContext.broker``.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
-import os
-import uuid
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.auth.authorizer import Authorizer, parse_super_users
@@ -25,6 +21,7 @@ from broker.fetch_session import FetchSessionCache
 from broker.group.coordinator import GroupCoordinator
 from broker.group.loading import OffsetsLoader
 from broker.group.offsets import OffsetsConfig, OffsetStore
+from broker.meta_properties import load_cluster_id
 from broker.purgatory_reaper import PurgatoryReaper
 from broker.transaction.service import TransactionService
 from replication.append import ReplicaAppender
@@ -45,7 +42,7 @@ __all__ = ["Broker"]
 
 logger = logging.getLogger("samsa.broker")
 
-META_PROPERTIES = "meta.properties"
+UNKNOWN_CLUSTER_ID = ""
 
 
 @dataclass
@@ -63,7 +60,7 @@ class Broker:
     appender: ReplicaAppender
     fetch_reaper: PurgatoryReaper[DelayedOperation]
     high_watermark_checkpoints: HighWatermarkCheckpoints
-    cluster_id: str = ""
+    cluster_id: str = ""  # UNKNOWN_CLUSTER_ID until meta.properties (or the quorum) says
     advertised: tuple[Listener, ...] = ()
     stopping: bool = False
     storage_executor: Executor | None = None  # set by the daemon: where fsyncs run
@@ -132,7 +129,9 @@ class Broker:
         """Load logs, replay metadata, open partitions (synchronous: before serving). The
         ``__consumer_offsets`` partitions are only marked as loading here: the daemon loads
         them in the background once the listeners are open (``offsets_loader``)."""
-        self.cluster_id = read_or_create_cluster_id(self.config.log_dirs, self.config.node_id)
+        cluster_id = load_cluster_id(self.config.log_dirs, self.config.node_id,
+                                     kraft=self.config.kraft.is_kraft)
+        self.cluster_id = cluster_id or UNKNOWN_CLUSTER_ID  # KRaft: learnt from the quorum
         self.log_manager.startup()
         self.replica_manager.high_watermark_checkpoints = self.high_watermark_checkpoints.read()
         self.replica_manager.startup()
@@ -186,41 +185,3 @@ def offsets_config(config: BrokerConfig) -> OffsetsConfig:
         retention_ms=config.offsets_retention_minutes * 60_000,
         metadata_max_bytes=config.offset_metadata_max_bytes,
     )
-
-
-def read_or_create_cluster_id(log_dirs: tuple[Path, ...], node_id: int) -> str:
-    """Kafka's ``meta.properties`` in each log dir: ``cluster.id``, ``node.id``, ``version=1``.
-
-    Kafka's ``kafka-storage format`` writes it; Samsa writes it at first start. Written to a
-    temp file, fsynced and renamed.
-    """
-    cluster_id = None
-    for directory in log_dirs:
-        path = directory / META_PROPERTIES
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                key, _, value = line.partition("=")
-                if key.strip() == "cluster.id":
-                    cluster_id = value.strip()
-    if cluster_id is None:
-        cluster_id = _base64_uuid()
-    for directory in log_dirs:
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / META_PROPERTIES
-        if not path.exists():
-            _write_atomically(path, f"cluster.id={cluster_id}\nnode.id={node_id}\nversion=1\n")
-    return cluster_id
-
-
-def _base64_uuid() -> str:
-    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    temp = path.with_name(path.name + ".tmp")
-    with open(temp, "w", encoding="utf-8") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temp, path)

@@ -26,6 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.group.values import GroupConfig
+from broker.kraft_config import (
+    KRaftSettings,
+    effective_protocol_map,
+    kraft_settings,
+    parse_bootstrap_servers,
+    parse_listener_names,
+    parse_process_roles,
+    parse_security_protocol,
+    parse_voters,
+)
+from broker.listener import Listener, endpoint_for
 from broker.sasl.config import (
     DEFAULT_PROTOCOL_MAP,
     ListenerSecurity,
@@ -45,28 +56,6 @@ __all__ = [
 logger = logging.getLogger("samsa.broker.config")
 
 INT_MAX = 2**31 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """``PLAINTEXT://host:port``; port 0 asks the OS for an ephemeral port."""
-
-    name: str
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"  # from listener.security.protocol.map
-
-    def __str__(self) -> str:
-        return f"{self.name}://{self.host}:{self.port}"
-
-
-def endpoint_for(advertised: tuple[Listener, ...], listener_name: str) -> tuple[Listener, ...]:
-    """The advertised endpoint on ``listener_name`` — the listener a client came in on, as Kafka
-    answers Metadata — or the first advertised one when there is none of that name."""
-    for listener in advertised:
-        if listener.name == listener_name:
-            return (listener,)
-    return advertised[:1]
 
 
 def _integer(minimum: int, maximum: int = LONG_MAX) -> Callable[[str, str], int]:
@@ -187,6 +176,38 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         "3600000", _integer(1, INT_MAX)),
     "transaction.partition.verification.enable": BrokerKey("true", _boolean),
     "metrics.port": BrokerKey("0", _integer(0, 65535)),
+    # KRaft: roles, the controller quorum and its listeners (broker.kraft_config; Kafka's
+    # KRaftConfigs, QuorumConfig, ReplicationConfigs). No process.roles = Samsa's single node.
+    "process.roles": BrokerKey("", parse_process_roles),
+    "controller.quorum.voters": BrokerKey("", parse_voters),
+    "controller.quorum.bootstrap.servers": BrokerKey("", parse_bootstrap_servers),
+    "controller.listener.names": BrokerKey(None, parse_listener_names),
+    "inter.broker.listener.name": BrokerKey(None),
+    "inter.broker.security.protocol": BrokerKey("PLAINTEXT", parse_security_protocol),
+    "broker.rack": BrokerKey(None),
+    "controller.quorum.election.timeout.ms": BrokerKey("1000", _integer(1, INT_MAX)),
+    "controller.quorum.fetch.timeout.ms": BrokerKey("2000", _integer(1, INT_MAX)),
+    "controller.quorum.election.backoff.max.ms": BrokerKey("1000", _integer(0, INT_MAX)),
+    "controller.quorum.request.timeout.ms": BrokerKey("2000", _integer(1, INT_MAX)),
+    "controller.quorum.retry.backoff.ms": BrokerKey("20", _integer(0, INT_MAX)),
+    "controller.quorum.append.linger.ms": BrokerKey("25", _integer(0, INT_MAX)),
+    "initial.broker.registration.timeout.ms": BrokerKey("60000", _integer(1, INT_MAX)),
+    "broker.heartbeat.interval.ms": BrokerKey("2000", _integer(1, INT_MAX)),
+    "broker.session.timeout.ms": BrokerKey("9000", _integer(1, INT_MAX)),
+    "auto.leader.rebalance.enable": BrokerKey("true", _boolean),
+    "leader.imbalance.check.interval.seconds": BrokerKey("300", _integer(1)),
+    "leader.imbalance.per.broker.percentage": BrokerKey("10", _integer(0, 100)),
+    "offsets.topic.replication.factor": BrokerKey("3", _integer(1, 32767)),
+    "transaction.state.log.replication.factor": BrokerKey("3", _integer(1, 32767)),
+    "transaction.state.log.min.isr": BrokerKey("2", _integer(1, INT_MAX)),
+    "replica.lag.time.max.ms": BrokerKey("30000", _integer(0)),
+    "replica.socket.timeout.ms": BrokerKey("30000", _integer(0, INT_MAX)),
+    "replica.fetch.max.bytes": BrokerKey("1048576", _integer(0, INT_MAX)),
+    "replica.fetch.wait.max.ms": BrokerKey("500", _integer(0, INT_MAX)),
+    "replica.fetch.min.bytes": BrokerKey("1", _integer(1, INT_MAX)),
+    "replica.fetch.backoff.ms": BrokerKey("1000", _integer(0, INT_MAX)),
+    "replica.fetch.response.max.bytes": BrokerKey("10485760", _integer(0, INT_MAX)),
+    "num.replica.fetchers": BrokerKey("1", _integer(1, INT_MAX)),
     # The metadata log and its snapshots (Kafka's KRaftConfigs; replication.metadata.log).
     "metadata.log.max.record.bytes.between.snapshots": BrokerKey("20971520", _integer(1)),
     "metadata.log.max.snapshot.interval.ms": BrokerKey("3600000", _integer(0)),
@@ -279,6 +300,7 @@ class BrokerConfig:
     allow_everyone_if_no_acl_found: bool = False
     super_users: str = ""  # principals separated by ';'
     metadata_log_config: MetadataLogConfig = field(default_factory=MetadataLogConfig)
+    kraft: KRaftSettings = field(default_factory=KRaftSettings)  # roles, quorum, controller
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
@@ -289,12 +311,19 @@ class BrokerConfig:
         raw = {k: v for k, spec in BROKER_KEYS.items() if (v := spec.default) is not None}
         raw.update({k: str(v) for k, v in properties.items() if k in BROKER_KEYS})
         values = {key: BROKER_KEYS[key].parse(key, text) for key, text in raw.items()}
-        listeners, security = _secured_listeners(values, raw, properties)
+        explicit = frozenset(key for key in properties if key in BROKER_KEYS)
+        protocols = _protocol_map(values, explicit)
+        listeners, security = _secured_listeners(values, raw, properties, protocols)
         raw.update({k: str(v) for k, v in properties.items() if is_security_key(k)})
+        advertised = _advertised(values, listeners)
+        kraft = kraft_settings(values, raw, explicit, listeners=listeners, advertised=advertised,
+                               protocols=protocols)
         return cls(
             node_id=_int(values, "node.id"),
             listeners=listeners,
-            advertised_listeners=_advertised(values, listeners),
+            advertised_listeners=tuple(  # Metadata never shows the controller listeners
+                a for a in advertised if not kraft.is_controller_listener(a.name)),
+            kraft=kraft,
             listener_security=security,
             log_dirs=_log_dirs(raw),
             num_partitions=_int(values, "num.partitions"),
@@ -325,7 +354,7 @@ class BrokerConfig:
             ),
             log_config=_log_config(raw, values),
             properties=raw,
-            explicit_keys=frozenset(key for key in properties if key in BROKER_KEYS),
+            explicit_keys=explicit,
             offsets_topic_segment_bytes=_int(values, "offsets.topic.segment.bytes"),
             offsets_retention_minutes=_int(values, "offsets.retention.minutes"),
             offsets_retention_check_interval_ms=_int(values, "offsets.retention.check.interval.ms"),
@@ -387,13 +416,25 @@ def _int(values: Mapping[str, object], key: str) -> int:
     return value
 
 
+def _protocol_map(values: Mapping[str, object], explicit: frozenset[str]) -> dict[str, str]:
+    """``listener.security.protocol.map`` with KRaft's default controller mappings."""
+    protocols, listeners = values["listener.security.protocol.map"], values["listeners"]
+    roles, names = values["process.roles"], values.get("controller.listener.names") or ()
+    assert isinstance(protocols, dict) and isinstance(listeners, tuple)
+    assert isinstance(roles, frozenset) and isinstance(names, tuple)
+    return effective_protocol_map(
+        protocols, process_roles=roles, controller_listener_names=names,
+        listener_names=[listener.name for listener in listeners],
+        map_is_explicit="listener.security.protocol.map" in explicit)
+
+
 def _secured_listeners(
-    values: Mapping[str, object], raw: Mapping[str, str], properties: Mapping[str, str]
+    values: Mapping[str, object], raw: Mapping[str, str], properties: Mapping[str, str],
+    protocols: Mapping[str, str],
 ) -> tuple[tuple[Listener, ...], dict[str, ListenerSecurity]]:
     """The listeners with their security protocols (``listener.security.protocol.map``)."""
     listeners = values["listeners"]
-    protocols = values["listener.security.protocol.map"]
-    assert isinstance(listeners, tuple) and isinstance(protocols, dict)
+    assert isinstance(listeners, tuple)
     secured, security = [], {}
     for listener in listeners:
         protocol = protocols.get(listener.name)

@@ -74,13 +74,15 @@ def _signal_event(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
     return event
 
 
-def _print_started(bound: list[Listener]) -> None:
-    first = bound[0]
+def _print_started(config: BrokerConfig, bound: list[Listener]) -> None:
+    """The first client listener (a controller listener only on a controller-only node)."""
+    clients = [b for b in bound if not config.kraft.is_controller_listener(b.name)]
+    first = (clients or bound)[0]
     print(f"Samsa broker started on {first.host}:{first.port}", flush=True)
 
 
 def run(config: BrokerConfig) -> int:
     logging.getLogger("samsa").setLevel(logging.INFO)
-    run_loop(serve(config, on_started=_print_started))
+    run_loop(serve(config, on_started=lambda bound: _print_started(config, bound)))
     sys.stdout.flush()
     return 0

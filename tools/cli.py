@@ -21,6 +21,7 @@ from tools import (
     log_commands,
     perf_commands,
     produce_commands,
+    storage_commands,
     topics_commands,
 )
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume_commands.register(groups)
     produce_commands.register(groups)
     acls_commands.register(groups)
+    storage_commands.register(groups)
     return parser
 
 
