@@ -146,8 +146,7 @@ class RaftNode:
         self._next_request_id = 0
         self._shutting_down = False
         self._stored = store.read()
-        self._notified_leader: tuple[int, int | None] | None = None
-        self._notified_high_watermark = log.high_watermark
+        self._told: dict[int, tuple[tuple[int, int | None] | None, int]] = {}
         self._state: EpochState = UnattachedState(0, None)
         self._initialize(now_ms)
 
@@ -554,15 +553,17 @@ class RaftNode:
         return [state.election_deadline_ms] if standing and state.election_deadline_ms else []
 
     def _notify(self) -> None:
+        """Tell each listener what changed since it was last told; a listener appended to
+        ``listeners`` hears the current leader and high watermark at the next call (as
+        Kafka's ``register``)."""
         leader = (self.epoch, self.leader_id)
-        if leader != self._notified_leader:
-            self._notified_leader = leader
-            for listener in list(self.listeners):
-                listener.on_leader_change(*leader)
         high_watermark = self.log.high_watermark
-        if high_watermark > self._notified_high_watermark:
-            self._notified_high_watermark = high_watermark
-            for listener in list(self.listeners):
+        for listener in list(self.listeners):
+            told_leader, told_high_watermark = self._told.get(id(listener), (None, -1))
+            self._told[id(listener)] = (leader, max(high_watermark, told_high_watermark))
+            if leader != told_leader:
+                listener.on_leader_change(*leader)
+            if high_watermark > told_high_watermark and high_watermark > 0:
                 listener.on_high_watermark(high_watermark)
 
     # --- responses -------------------------------------------------------------------
