@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from protocol.codec import Message
 from protocol.messages import (
@@ -49,6 +50,8 @@ __all__ = ["METADATA_PARTITION", "METADATA_TOPIC", "POSITION_OUT_OF_RANGE", "Lea
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
+# Kafka's Uuid.METADATA_TOPIC_ID: Fetch v13+ names topics by id only.
+METADATA_TOPIC_ID = UUID(int=1)
 NO_LEADER = -1
 # Kafka's POSITION_OUT_OF_RANGE (99, FetchSnapshot) is missing from protocol.errors.ErrorCode.
 POSITION_OUT_OF_RANGE = 99
@@ -171,10 +174,12 @@ def fetch_request(
         last_fetched_epoch=last_fetched_epoch, partition_max_bytes=max_bytes,
     )  # fmt: skip
     return fetch_req.FetchRequest(
-        cluster_id=cluster_id, replica_id=replica_id,
-        replica_state=fetch_req.ReplicaState(replica_id=replica_id), max_wait_ms=max_wait_ms,
+        # v15+ carries the fetcher only in replica_state (replica_id must stay -1 there);
+        # a shell encoding an older version moves it to replica_id
+        cluster_id=cluster_id, replica_state=fetch_req.ReplicaState(replica_id=replica_id),
+        max_wait_ms=max_wait_ms,
         min_bytes=1, max_bytes=max_bytes,
-        topics=[fetch_req.FetchTopic(topic=METADATA_TOPIC, partitions=[partition])],
+        topics=[fetch_req.FetchTopic(METADATA_TOPIC, METADATA_TOPIC_ID, [partition])],
     )  # fmt: skip
 
 
@@ -202,7 +207,9 @@ def fetch_response(
     if snapshot_id is not None:
         partition.snapshot_id = fetch_resp.SnapshotId(snapshot_id.end_offset, snapshot_id.epoch)
     return fetch_resp.FetchResponse(
-        responses=[fetch_resp.FetchableTopicResponse(topic=METADATA_TOPIC, partitions=[partition])]
+        responses=[
+            fetch_resp.FetchableTopicResponse(METADATA_TOPIC, METADATA_TOPIC_ID, [partition])
+        ]
     )
 
 
@@ -264,7 +271,7 @@ def only_partition(message: Message) -> Any:
     for topic in topics:
         name = getattr(topic, "topic_name", None) or getattr(topic, "topic", None)
         name = name or getattr(topic, "name", None)
-        if name != METADATA_TOPIC:
+        if name != METADATA_TOPIC and getattr(topic, "topic_id", None) != METADATA_TOPIC_ID:
             continue
         for partition in topic.partitions:
             index = _partition_index(partition)

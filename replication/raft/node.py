@@ -368,8 +368,20 @@ class RaftNode:
             fetching.answer_held_fetches_after_leadership(self, old)
 
     def become_unattached(self, now_ms: int, epoch: int) -> None:
-        deadline = now_ms + self.random_election_timeout_ms() if self.is_voter else None
+        """A new epoch without a known leader. An Unattached or Candidate voter keeps the
+        election time it had left (as Kafka's transitionToUnattached): otherwise a candidate
+        that cannot win, bumping the epoch again and again, would keep resetting everyone
+        else's timer and no one else would ever stand."""
+        deadline = self._remaining_election_deadline()
+        if deadline is None and self.is_voter:
+            deadline = now_ms + self.random_election_timeout_ms()
         self._transition(UnattachedState(epoch, deadline, next_fetch_ms=now_ms))
+
+    def _remaining_election_deadline(self) -> int | None:
+        state = self._state
+        if isinstance(state, (UnattachedState, CandidateState)) and self.is_voter:
+            return state.election_deadline_ms
+        return None
 
     def become_follower(
         self, now_ms: int, epoch: int, leader_id: int, voted_id: int | None = None
