@@ -238,7 +238,7 @@ def fetch_snapshot_response(
     partition = snap_resp.PartitionSnapshot(
         index=METADATA_PARTITION, error_code=error,
         current_leader=snap_resp.LeaderIdAndEpoch(_leader_field(leader_id), epoch),
-        size=size, position=position, unaligned_records=chunk,
+        size=size, position=position, unaligned_records=b"" if chunk is None else chunk,
     )  # fmt: skip
     if snapshot_id is not None:
         partition.snapshot_id = snap_resp.SnapshotId(snapshot_id.end_offset, snapshot_id.epoch)
