@@ -263,7 +263,7 @@ def on_fetch_response(
 ) -> None:
     state = _claim(node, request_id)
     retry_at = now_ms + node.config.retry_backoff_ms
-    partition = _partition_or_none(message)
+    partition = messages.response_partition(message)
     if partition is None:
         if state is not None:
             state.next_fetch_ms = retry_at
@@ -316,7 +316,7 @@ def on_fetch_snapshot_response(
     node: RaftNode, now_ms: int, request_id: int, message: Message | None
 ) -> None:
     state = _claim(node, request_id)
-    partition = _partition_or_none(message)
+    partition = messages.response_partition(message)
     if partition is None:
         if state is not None:
             state.next_fetch_ms = now_ms + node.config.retry_backoff_ms
@@ -352,9 +352,3 @@ def _take_snapshot_chunk(node: RaftNode, now_ms: int, state: FollowerState, part
     if state.high_watermark is None or state.high_watermark < snapshot_id.end_offset:
         state.high_watermark = snapshot_id.end_offset
     node.notify_snapshot_installed(snapshot_id)
-
-
-def _partition_or_none(message: Message | None) -> Any:
-    if message is None or messages.top_level_error(message) != _NONE:
-        return None
-    return messages.only_partition(message)

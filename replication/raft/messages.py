@@ -295,3 +295,11 @@ def leader_view(partition: Any) -> LeaderView:
     if current is not None:
         return LeaderView(error, _leader_from(current.leader_id), current.leader_epoch)
     return LeaderView(error, _leader_from(partition.leader_id), partition.leader_epoch)
+
+
+def response_partition(message: Message | None) -> Any:
+    """The metadata partition of a response; None for a timeout (``message`` None), a
+    top-level error, or a response without it."""
+    if message is None or top_level_error(message) != 0:
+        return None
+    return only_partition(message)

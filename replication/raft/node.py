@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from protocol.codec import Message
 from protocol.errors import ErrorCode
@@ -41,7 +41,7 @@ from protocol.messages.fetch_snapshot_request import FetchSnapshotRequest
 from protocol.messages.leader_change_message import LeaderChangeMessage, Voter
 from protocol.messages.vote_request import VoteRequest
 from protocol.records import ControlRecordType
-from replication.raft import fetching, messages
+from replication.raft import elections, fetching, messages
 from replication.raft.candidate import CandidateState
 from replication.raft.config import RaftConfig
 from replication.raft.errors import NotLeaderError
@@ -117,7 +117,7 @@ class RaftListener(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class _Pending:
+class Pending:
     kind: type
     destination: int
     epoch: int
@@ -142,7 +142,7 @@ class RaftNode:
         self._rng = rng
         self._bootstrap = sorted(bootstrap_voter_ids or self.voter_ids)
         self._sends: list[Send] = []
-        self._pending: dict[int, _Pending] = {}
+        self._pending: dict[int, Pending] = {}
         self._next_request_id = 0
         self._shutting_down = False
         self._stored = store.read()
@@ -219,11 +219,11 @@ class RaftNode:
             self.respond(request, messages.top_level_error_response(
                 message, int(ErrorCode.INVALID_REQUEST)))  # fmt: skip
         elif isinstance(message, VoteRequest):
-            self._handle_vote(now_ms, request)
+            elections.handle_vote(self, now_ms, request)
         elif isinstance(message, BeginQuorumEpochRequest):
-            self._handle_begin_quorum_epoch(now_ms, request)
+            elections.handle_begin_quorum_epoch(self, now_ms, request)
         elif isinstance(message, EndQuorumEpochRequest):
-            self._handle_end_quorum_epoch(now_ms, request)
+            elections.handle_end_quorum_epoch(self, now_ms, request)
         elif isinstance(message, FetchRequest):
             fetching.handle_fetch(self, now_ms, request)
         elif isinstance(message, FetchSnapshotRequest):
@@ -279,6 +279,10 @@ class RaftNode:
 
     # --- plumbing shared with ``fetching`` -------------------------------------------
 
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutting_down
+
     def respond(self, request: RaftRequest, message: Message) -> None:
         self._sends.append(Send(request.source, request.request_id, message, True))
 
@@ -286,7 +290,7 @@ class RaftNode:
         request_id = self._next_request_id
         self._next_request_id += 1
         deadline = now_ms + self.config.request_timeout_ms
-        self._pending[request_id] = _Pending(type(message), destination, self.epoch, deadline)
+        self._pending[request_id] = Pending(type(message), destination, self.epoch, deadline)
         self._sends.append(Send(destination, request_id, message, False))
         return request_id
 
@@ -337,13 +341,13 @@ class RaftNode:
         if stored is None or stored.epoch < log_epoch:
             self.become_unattached(now_ms, log_epoch)
         elif stored.leader_id == self.node_id and self.is_voter:
-            self._transition(self._resigned_state(now_ms, stored.epoch, []))
+            self.transition(self._resigned_state(now_ms, stored.epoch, []))
         elif stored.leader_id is not None and stored.leader_id != self.node_id:
             self.become_follower(now_ms, stored.epoch, stored.leader_id, stored.voted_id)
         elif stored.voted_id == self.node_id and self.is_voter:
             self._start_candidacy(now_ms, stored.epoch, retries=1)
         elif stored.voted_id is not None and self.is_voter:
-            self._transition(
+            self.transition(
                 VotedState(
                     stored.epoch, stored.voted_id, now_ms + self.random_election_timeout_ms()
                 )
@@ -353,7 +357,7 @@ class RaftNode:
         if self.voter_ids == {self.node_id} and not isinstance(self._state, LeaderState):
             self._start_candidacy(now_ms, self.epoch + 1, retries=1)
 
-    def _transition(self, new: EpochState) -> None:
+    def transition(self, new: EpochState) -> None:
         """Persist the new election state, then switch; a leader's held Fetches are answered
         from the new state (with an error)."""
         old = self._state
@@ -375,7 +379,7 @@ class RaftNode:
         deadline = self._remaining_election_deadline()
         if deadline is None and self.is_voter:
             deadline = now_ms + self.random_election_timeout_ms()
-        self._transition(UnattachedState(epoch, deadline, next_fetch_ms=now_ms))
+        self.transition(UnattachedState(epoch, deadline, next_fetch_ms=now_ms))
 
     def _remaining_election_deadline(self) -> int | None:
         state = self._state
@@ -389,14 +393,14 @@ class RaftNode:
         if voted_id is None and epoch == self.epoch:
             voted_id = self.voted_id
         deadline = now_ms + self.config.fetch_timeout_ms
-        self._transition(FollowerState(epoch, leader_id, voted_id, deadline, next_fetch_ms=now_ms))
+        self.transition(FollowerState(epoch, leader_id, voted_id, deadline, next_fetch_ms=now_ms))
 
     def _start_candidacy(self, now_ms: int, epoch: int, retries: int) -> None:
         deadline = now_ms + self.random_election_timeout_ms()
         state = CandidateState(epoch, self.node_id, self.voter_ids, deadline, retries)
-        self._transition(state)
+        self.transition(state)
         if state.is_won:
-            self._become_leader(now_ms, state)
+            self.become_leader(now_ms, state)
             return
         for voter in state.unanswered():
             self._send_vote(now_ms, state, voter)
@@ -409,13 +413,13 @@ class RaftNode:
         state.in_flight[voter] = self.send_request(now_ms, voter, request)
         state.retry_at_ms.pop(voter, None)
 
-    def _become_leader(self, now_ms: int, candidate: CandidateState) -> None:
+    def become_leader(self, now_ms: int, candidate: CandidateState) -> None:
         state = LeaderState(
             epoch=candidate.epoch, node_id=self.node_id, voter_ids=self.voter_ids,
             epoch_start_offset=self.log.end_offset, granting_voters=frozenset(candidate.granted),
             check_quorum_deadline_ms=now_ms + self.config.check_quorum_timeout_ms,
         )  # fmt: skip
-        self._transition(state)
+        self.transition(state)
         change = LeaderChangeMessage(
             version=0, leader_id=self.node_id,
             voters=[Voter(voter_id=v) for v in sorted(self.voter_ids)],
@@ -444,7 +448,7 @@ class RaftNode:
         state = self._state
         assert isinstance(state, LeaderState)
         resigned = self._resigned_state(now_ms, state.epoch, state.successors_by_progress())
-        self._transition(resigned)
+        self.transition(resigned)
         for voter in sorted(resigned.unacknowledged):
             self._send_end_quorum_epoch(now_ms, resigned, voter)
 
@@ -581,154 +585,19 @@ class RaftNode:
     # --- responses -------------------------------------------------------------------
 
     def _dispatch_response(
-        self, now_ms: int, request_id: int, pending: _Pending, message: Message | None
+        self, now_ms: int, request_id: int, pending: Pending, message: Message | None
     ) -> None:
         if pending.kind is VoteRequest:
-            self._on_vote_response(now_ms, pending, message)
+            elections.on_vote_response(self, now_ms, pending, message)
         elif pending.kind in (BeginQuorumEpochRequest, EndQuorumEpochRequest):
-            self._on_epoch_response(now_ms, pending, message)
+            elections.on_epoch_response(self, now_ms, pending, message)
         elif pending.kind is FetchRequest:
             fetching.on_fetch_response(self, now_ms, request_id, pending.destination, message)
         elif pending.kind is FetchSnapshotRequest:
             fetching.on_fetch_snapshot_response(self, now_ms, request_id, message)
-
-    def _on_vote_response(self, now_ms: int, pending: _Pending, message: Message | None) -> None:
-        state, voter = self._state, pending.destination
-        ours = isinstance(state, CandidateState) and state.epoch == pending.epoch
-        if ours:
-            assert isinstance(state, CandidateState)
-            state.in_flight.pop(voter, None)
-        partition = _partition_or_none(message)
-        if partition is None:
-            if ours:
-                assert isinstance(state, CandidateState)
-                state.retry_at_ms[voter] = now_ms + self.config.retry_backoff_ms
-            return
-        if self.handle_leader_view(now_ms, messages.leader_view(partition)) or not ours:
-            return
-        assert isinstance(state, CandidateState)
-        granted = partition.error_code == _NONE and bool(partition.vote_granted)
-        state.record_vote(voter, granted)
-        if state.is_won:
-            self._become_leader(now_ms, state)
-
-    def _on_epoch_response(self, now_ms: int, pending: _Pending, message: Message | None) -> None:
-        """BeginQuorumEpoch (leader) and EndQuorumEpoch (resigned): retry until answered."""
-        state, voter = self._state, pending.destination
-        expected = LeaderState if pending.kind is BeginQuorumEpochRequest else ResignedState
-        ours = isinstance(state, expected) and state.epoch == pending.epoch
-        if ours:
-            assert isinstance(state, (LeaderState, ResignedState))
-            state.in_flight.pop(voter, None)
-        partition = _partition_or_none(message)
-        if partition is not None and self.handle_leader_view(
-            now_ms, messages.leader_view(partition)
-        ):
-            return
-        if not ours:
-            return
-        assert isinstance(state, (LeaderState, ResignedState))
-        if partition is not None and partition.error_code == _NONE:
-            state.unacknowledged.discard(voter)
-        else:
-            state.retry_at_ms[voter] = now_ms + self.config.retry_backoff_ms
-
-    # --- requests --------------------------------------------------------------------
-
-    def _handle_vote(self, now_ms: int, request: RaftRequest) -> None:
-        partition = messages.only_partition(request.message)
-        candidate, epoch = partition.candidate_id, partition.candidate_epoch
-        if candidate not in self.voter_ids or not self.is_voter:
-            self._answer_vote(request, int(ErrorCode.INCONSISTENT_VOTER_SET), False)
-            return
-        if epoch < self.epoch:
-            self._answer_vote(request, int(ErrorCode.FENCED_LEADER_EPOCH), False)
-            return
-        if epoch > self.epoch:
-            self.become_unattached(now_ms, epoch)
-        granted = self._can_grant(candidate, partition)
-        if granted and isinstance(self._state, UnattachedState):
-            deadline = now_ms + self.random_election_timeout_ms()
-            self._transition(VotedState(epoch, candidate, deadline))
-        self._answer_vote(request, _NONE, granted)
-
-    def _can_grant(self, candidate: int, partition: Any) -> bool:
-        if self._shutting_down:
-            return False
-        state = self._state
-        if isinstance(state, VotedState):
-            return state.voted_id == candidate
-        if not isinstance(state, UnattachedState):
-            return False
-        theirs = (partition.last_offset_epoch, partition.last_offset)
-        return theirs >= (self.log.last_fetched_epoch, self.log.end_offset)
-
-    def _answer_vote(self, request: RaftRequest, error: int, granted: bool) -> None:
-        response = messages.vote_response(
-            error, leader_id=self.leader_id, epoch=self.epoch, granted=granted
-        )
-        self.respond(request, response)
-
-    def _handle_begin_quorum_epoch(self, now_ms: int, request: RaftRequest) -> None:
-        partition = messages.only_partition(request.message)
-        epoch, leader = partition.leader_epoch, partition.leader_id
-        error = _NONE
-        if epoch < self.epoch:
-            error = int(ErrorCode.FENCED_LEADER_EPOCH)
-        elif leader not in self.voter_ids or leader == self.node_id:
-            error = int(ErrorCode.INCONSISTENT_VOTER_SET)
-        elif epoch == self.epoch and isinstance(self._state, (LeaderState, ResignedState)):
-            error = int(ErrorCode.INVALID_REQUEST)  # two leaders in one epoch cannot happen
-        elif not (isinstance(self._state, FollowerState) and self._state.epoch == epoch):
-            self.become_follower(now_ms, epoch, leader)
-        response = messages.begin_quorum_epoch_response(
-            error, leader_id=self.leader_id, epoch=self.epoch
-        )
-        self.respond(request, response)
-
-    def _handle_end_quorum_epoch(self, now_ms: int, request: RaftRequest) -> None:
-        partition = messages.only_partition(request.message)
-        epoch, leader = partition.leader_epoch, partition.leader_id
-        error = _NONE
-        if epoch < self.epoch:
-            error = int(ErrorCode.FENCED_LEADER_EPOCH)
-        else:
-            if epoch > self.epoch:
-                if leader != self.node_id and leader in self.voter_ids:
-                    self.become_follower(now_ms, epoch, leader)
-                else:
-                    self.become_unattached(now_ms, epoch)
-            state = self._state
-            if isinstance(state, FollowerState) and state.leader_id == leader and self.is_voter:
-                successors = messages.preferred_successors(partition)
-                backoff = self._end_epoch_backoff_ms(successors)
-                state.fetch_deadline_ms = min(state.fetch_deadline_ms, now_ms + backoff)
-        response = messages.end_quorum_epoch_response(
-            error, leader_id=self.leader_id, epoch=self.epoch
-        )
-        self.respond(request, response)
-
-    def _end_epoch_backoff_ms(self, successors: list[int]) -> int:
-        """Kafka's strict exponential backoff by position among the preferred successors:
-        the first stands at once, later ones wait longer, unlisted voters the longest."""
-        position = successors.index(self.node_id) if self.node_id in successors else len(successors)
-        if position == 0:
-            return 0
-        if position >= len(successors):
-            return self.config.election_backoff_max_ms
-        return min(
-            self.config.election_backoff_max_ms, self.config.retry_backoff_ms << (position - 1)
-        )
 
 
 def _retries(
     voters: Collection[int], in_flight: dict[int, int], retry_at: dict[int, int]
 ) -> list[int]:
     return [retry_at.get(v, 0) for v in voters if v not in in_flight]
-
-
-def _partition_or_none(message: Message | None) -> Any:
-    """The metadata partition of a response, or None for a timeout or a top-level error."""
-    if message is None or messages.top_level_error(message) != _NONE:
-        return None
-    return messages.only_partition(message)
