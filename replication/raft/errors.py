@@ -1,0 +1,28 @@
+"""Errors the Raft core raises to its callers (the state machine side and the shells).
+
+Protocol-level failures never raise: they become error codes in responses. These are for
+calls the caller should not have made (``propose`` on a non-leader) and for damaged state.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import NotLeaderOrFollowerError
+
+__all__ = ["NotLeaderError", "QuorumStateError", "RaftLogError"]
+
+
+class NotLeaderError(NotLeaderOrFollowerError):
+    """``propose`` on a node that is not the leader; names the leader it knows, if any."""
+
+    def __init__(self, epoch: int, leader_id: int | None) -> None:
+        self.epoch = epoch
+        self.leader_id = leader_id
+        super().__init__(f"not the leader in epoch {epoch} (leader: {leader_id})")
+
+
+class QuorumStateError(Exception):
+    """The ``quorum-state`` file is unreadable or inconsistent; names the file and why."""
+
+
+class RaftLogError(Exception):
+    """A RaftLog call that breaks the log's rules (e.g. truncating below the high watermark)."""
