@@ -36,7 +36,7 @@ import logging
 import struct
 from collections.abc import Callable
 
-from broker.apis import CLOSE_CONNECTION, ApiSpec, Outcome, RequestContext, registry
+from broker.apis import CLOSE_CONNECTION, ApiSpec, Outcome, RequestContext, load_apis
 from broker.node_client import NodeClientError, NodeClients
 from broker.responses import failure_response
 from protocol.codec import DecodeError, Message
@@ -176,7 +176,7 @@ class Forwarder:
     async def forward(self, context: RequestContext, request: Message) -> Outcome:
         """The controller's answer to ``request``, or the error response the retry rules give;
         CLOSE_CONNECTION when the client must reconnect (a handler may return this as is)."""
-        spec = registry()[context.header.request_api_key]
+        spec = load_apis()[context.header.request_api_key]
         envelope = envelope_request(context, request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_timeout

@@ -34,8 +34,8 @@ from broker.apis import (
     Outcome,
     RequestContext,
     ZeroCopyResponse,
+    load_apis,
     register,
-    registry,
 )
 from broker.auth import authorize_cluster
 from broker.auth.acl import AclOperation
@@ -80,7 +80,7 @@ def unwrap(context: RequestContext, request: EnvelopeRequest) -> tuple[ApiSpec, 
         header, body_offset = parse_request_header(data)
     except InvalidRequestError as error:  # DecodeError included
         raise UnsupportedVersionError(f"Failed to parse request header from envelope: {error}") from None
-    spec = registry().get(header.request_api_key)
+    spec = load_apis().get(header.request_api_key)  # all handlers, loaded if need be
     if spec is None or spec.api_key not in FORWARDABLE_API_KEYS:
         raise InvalidRequestError(f"API key {header.request_api_key} is not enabled or is not "
                                   "eligible for forwarding")
