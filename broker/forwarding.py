@@ -20,8 +20,8 @@ sent again (after ``retry_backoff_ms``, re-asking ``controller_id`` each time) u
 ``retry_timeout_ms`` (Kafka's forwarding channel: 60 s) have passed since it arrived; then the
 client gets REQUEST_TIMED_OUT for every part of its request. The envelope answering
 UNSUPPORTED_VERSION (the controller cannot read the inner version) closes the client's
-connection so that it asks ApiVersions again; any other envelope error, or an inner response
-that cannot be read, becomes UNKNOWN_SERVER_ERROR. The retry wait is a sleep: nothing signals
+connection so that it asks ApiVersions again; any other envelope error, a controller that does
+not serve Envelope, or an inner response that cannot be read, becomes UNKNOWN_SERVER_ERROR. The retry wait is a sleep: nothing signals
 a controller change here.
 
 State: a ``Forwarder`` holds no state of its own beyond its ``NodeClients``; it belongs to the
@@ -181,7 +181,11 @@ class Forwarder:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_timeout
         while True:
-            answer = await self._send_once(envelope)
+            try:
+                answer = await self._send_once(envelope)
+            except UnsupportedVersionError as error:  # Kafka: a version mismatch
+                logger.warning("cannot forward %s v%d: %s", spec.name, context.api_version, error)
+                return self._error(context, request, spec, UnknownServerError())
             if answer is not None and answer.error_code != ErrorCode.NOT_CONTROLLER:
                 return self._unwrap(context, request, spec, answer)
             if loop.time() + self.retry_backoff >= deadline:
