@@ -387,8 +387,8 @@ class KafkaConnection(asyncio.Protocol):
         if result is NO_RESPONSE:
             self.responses.fill(slot, None)
         elif result is CLOSE_CONNECTION:
-            logger.info("closing connection %s after a failed %s with acks=0",
-                        self.connection_id, spec.name)
+            # a failed acks=0 Produce, or a forwarded request the controller cannot read
+            logger.info("closing connection %s after a failed %s", self.connection_id, spec.name)
             self.responses.fill(slot, None, close_after=True)
         else:
             # Never raises for a handler's or an encoder's bug: the connection stays open.

@@ -28,6 +28,9 @@ the reconnect backoff allows: ``reconnect_backoff_ms`` doubled per consecutive f
 ``reconnect_backoff_max_ms``, ±20 % jitter (Kafka's ``reconnect.backoff.ms`` /
 ``reconnect.backoff.max.ms``), reset by a connection that completes its ApiVersions exchange.
 
+No write back-pressure: node-to-node requests are small (the large frames, fetch responses,
+come the other way).
+
 State: every object here belongs to the event loop that uses it; nothing is thread-safe.
 """
 
@@ -341,14 +344,24 @@ class NodeClient:
         if self._connecting is None:
             self._connecting = asyncio.get_running_loop().create_task(self._connect())
             self._connecting.add_done_callback(self._connect_done)
-        # Shielded: a sender that gives up does not cancel the attempt the others wait on.
-        return await asyncio.shield(self._connecting)
+        connecting = self._connecting
+        try:
+            # Shielded: a sender that gives up does not cancel the attempt the others wait on.
+            return await asyncio.shield(connecting)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if connecting.cancelled() and current is not None and not current.cancelling():
+                raise NodeDisconnectedError(f"{self.address}: the client is closed") from None
+            raise
 
     def _connect_done(self, task: asyncio.Task[_NodeConnection]) -> None:
         self._connecting = None
         # exception() also marks a failure as retrieved when every waiter has given up.
-        if not task.cancelled() and task.exception() is None:
-            self._connection = task.result()
+        if task.cancelled() or task.exception() is not None:
+            return
+        self._connection = task.result()
+        if self._closed:  # closed while the connection was being set up
+            self._connection.fail(NodeDisconnectedError(f"{self.address}: the client is closed"))
 
     async def _connect(self) -> _NodeConnection:
         loop = asyncio.get_running_loop()

@@ -206,3 +206,25 @@ def test_the_pool_addresses_nodes_by_id_and_send_or_none_never_raises(
     known, unknown, unreachable, replaced, moved = run(scenario())
     assert isinstance(known, MetadataResponse) and isinstance(moved, MetadataResponse)
     assert unknown is None and unreachable is None and replaced
+
+
+def test_closing_the_client_fails_what_waits_on_it(broker: BrokerProcess) -> None:
+    async def scenario() -> None:
+        client = NodeClient(broker.host, broker.port, client_id="node-test")
+        connecting = asyncio.ensure_future(client.send(MetadataRequest(topics=None)))
+        await asyncio.sleep(0)  # the send is connecting
+        await client.close()
+        with pytest.raises(NodeDisconnectedError, match="the client is closed"):
+            await connecting
+        with pytest.raises(NodeDisconnectedError, match="the client is closed"):
+            await client.send(MetadataRequest(topics=None))
+
+        connected = NodeClient(broker.host, broker.port, client_id="node-test")
+        await connected.send(MetadataRequest(topics=None))
+        waiting = asyncio.ensure_future(connected.send(DescribeClusterRequest()))
+        await asyncio.sleep(0)  # written
+        await connected.close()
+        with pytest.raises(NodeDisconnectedError, match="the client is closed"):
+            await waiting
+
+    run(scenario())
