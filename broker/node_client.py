@@ -319,8 +319,9 @@ class NodeClient:
 
     async def send(self, request: Message, *, version: int | None = None) -> Message:
         """Send ``request`` (at ``version``, default the highest both sides support) and return
-        the node's response. Raises ``NodeDisconnectedError``, ``NodeRequestTimeoutError``, or
-        ``UnsupportedVersionError`` when the node does not serve the API or that version."""
+        the node's response. Raises ``NodeDisconnectedError``, ``NodeRequestTimeoutError``,
+        ``UnsupportedVersionError`` when the node does not serve the API or that version, and
+        ``DecodeError`` for a response that cannot be read (the connection carries on)."""
         connection = await self._ready_connection()
         chosen = version_for(connection.api_versions, type(request), version)
         return await self._exchange(connection, request, chosen)
@@ -381,9 +382,11 @@ class NodeClient:
             raise NodeDisconnectedError(f"{self.address}: cannot connect: {reason}") from None
         try:
             await self._negotiate(connection)
-        except BaseException:
+        except BaseException as error:
             connection.fail(NodeDisconnectedError(f"{self.address}: ApiVersions failed"))
             self.backoff.failed(loop.time())
+            if isinstance(error, Exception) and not isinstance(error, NodeClientError):
+                raise NodeDisconnectedError(f"{self.address}: ApiVersions failed: {error}") from error
             raise
         self.backoff.succeeded()
         logger.debug("connected to %s", self.address)
