@@ -18,8 +18,10 @@ implements no ``loop.sendfile``, and its transports refuse ``add_writer`` on the
 EAGAIN the task waits for writability with ``loop.add_writer`` on that duplicate. Write limits
 (high 0, low 0) make the transport report every transition to and from "buffer empty".
 
-Faults: an oversized or negative frame size, an undecodable header or body, or an unknown API
-key are logged and the connection is closed (the peer is at fault; the broker carries on). An
+Faults: an oversized or negative frame size, an undecodable header or body, an unknown API
+key or one the listener does not serve (``Server.apis_for``: a broker listener serves no
+controller-only API, a controller listener only controller APIs) are logged and the connection
+is closed (the peer is at fault; the broker carries on). An
 unsupported version of a known API is answered with UNSUPPORTED_VERSION where the codec can
 read the request (an unknown ApiVersions version gets Kafka's v0 reply), else closed. A
 request that was read is always answered at its version, whatever its handler or the encoder
@@ -151,10 +153,10 @@ class KafkaConnection(asyncio.Protocol):
     def __init__(self, server: Server, listener: Listener | None = None) -> None:
         self.server = server
         self.broker = server.broker
-        self.apis: dict[int, ApiSpec] = server.apis
         self.gate: RequestGate = server.gate
         self.framer = RequestFramer(self.broker.config.socket_request_max_bytes)
         self.listener_name = listener.name if listener is not None else ""
+        self.apis: dict[int, ApiSpec] = server.apis_for(self.listener_name)
         # None on PLAINTEXT listeners: the hot path's only SASL cost is this attribute check.
         self.authenticator: SaslAuthenticator | None = self._authenticator(listener)
         self.responses = ResponseQueue()
@@ -285,8 +287,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         spec = self.apis.get(header.request_api_key)
         if spec is None:
-            self._refuse(slot, f"unknown API key {header.request_api_key} "
-                               f"(correlation id {header.correlation_id}, client {header.client_id!r})")
+            self._refuse(slot, self._not_served(header))
             return
         version = header.request_api_version
         if not spec.supports(version):
@@ -298,6 +299,15 @@ class KafkaConnection(asyncio.Protocol):
             self._refuse(slot, f"unreadable {spec.name} v{version} request: {error}")
             return
         self._dispatch(slot, spec, self._context(header, version), request)
+
+    def _not_served(self, header: RequestHeader) -> str:
+        """Why a request for an API this listener does not serve is refused (Kafka closes the
+        connection for an API not enabled on the listener as for an unknown one)."""
+        known = self.server.apis.get(header.request_api_key)
+        what = (f"unknown API key {header.request_api_key}" if known is None else
+                f"{known.name} (API key {known.api_key}) is not enabled on listener "
+                f"{self.listener_name or '?'}")
+        return f"{what} (correlation id {header.correlation_id}, client {header.client_id!r})"
 
     def _context(self, header: RequestHeader, version: int) -> RequestContext:
         return RequestContext(header, version, self.broker, self.connection_id, self.principal,
@@ -377,8 +387,8 @@ class KafkaConnection(asyncio.Protocol):
         if result is NO_RESPONSE:
             self.responses.fill(slot, None)
         elif result is CLOSE_CONNECTION:
-            logger.info("closing connection %s after a failed %s with acks=0",
-                        self.connection_id, spec.name)
+            # a failed acks=0 Produce, or a forwarded request the controller cannot read
+            logger.info("closing connection %s after a failed %s", self.connection_id, spec.name)
             self.responses.fill(slot, None, close_after=True)
         else:
             # Never raises for a handler's or an encoder's bug: the connection stays open.

@@ -1,7 +1,8 @@
 """The listeners: accept connections, hand them to ``KafkaConnection``, stop cleanly.
 
 Start: one ``loop.create_server`` per listener (each connection knows its listener: SASL
-listeners authenticate, Metadata answers with the same listener's endpoint); a port of 0 binds an
+listeners authenticate, Metadata answers with the same listener's endpoint, a controller
+listener serves only the controller APIs: ``apis_for``); a port of 0 binds an
 ephemeral port, and the advertised listener of the same name then carries the bound port (so
 Metadata tells clients where to connect). Idle connections (``connections.max.idle.ms`` without traffic and nothing in
 flight) are closed by one periodic check, not a timer per connection.
@@ -19,7 +20,7 @@ import asyncio
 import logging
 from functools import partial
 
-from broker.apis import ApiSpec, load_apis
+from broker.apis import LISTENER_TYPES, ApiSpec, listener_type, load_apis, served_on
 from broker.broker import Broker
 from broker.config import Listener
 from broker.connection import KafkaConnection, RequestGate
@@ -34,13 +35,19 @@ IDLE_CHECK_MAX_SECONDS = 10.0
 class Server:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.apis: dict[int, ApiSpec] = load_apis()
+        self.apis: dict[int, ApiSpec] = load_apis()  # every API, whatever the listener
+        self._listener_apis = {kind: served_on(self.apis, kind) for kind in LISTENER_TYPES}
         self.gate = RequestGate(broker.config.queued_max_requests)
         self.connections: set[KafkaConnection] = set()
         self.bound: list[Listener] = []
         self._servers: list[asyncio.Server] = []
         self._idle_task: asyncio.Task[None] | None = None
         self._quiet: asyncio.Future[None] | None = None
+
+    def apis_for(self, listener_name: str) -> dict[int, ApiSpec]:
+        """The APIs a connection on ``listener_name`` is served (controller listeners: only
+        the controller APIs)."""
+        return self._listener_apis[listener_type(self.broker.config, listener_name)]
 
     async def start(self) -> list[Listener]:
         loop = asyncio.get_running_loop()

@@ -151,6 +151,7 @@ class MessageSpec:
     structs: list[StructSpec]  # every struct, children before parents
     source: str  # schema path relative to the schema dir
     module: str  # dotted module path under protocol.messages
+    listeners: tuple[str, ...] = ()  # a request's "listeners" (Kafka's ApiMessageType.listeners)
 
 
 def strip_comments(text: str) -> str:
@@ -255,6 +256,7 @@ def load_message(path: Path, root: Path) -> MessageSpec:
         structs=collector.order,
         source=relative.as_posix(),
         module=f"{package}.{snake_case(name)}" if package else snake_case(name),
+        listeners=tuple(sorted(schema.get("listeners", ()))),
     )
 
 
@@ -977,6 +979,9 @@ RESPONSES = MessageRegistry(
 
 # API key -> first flexible version (the same for a request and its response).
 _FIRST_FLEXIBLE: dict[int, int] = {{{flexible}}}
+# API key -> the listener types its request schema names (Kafka's ``ApiMessageType.listeners``:
+# "broker", "controller", and ZooKeeper mode's "zkBroker").
+API_LISTENERS: dict[int, tuple[str, ...]] = {{{listeners}}}
 _CONTROLLED_SHUTDOWN = 7
 _API_VERSIONS = 18
 
@@ -999,7 +1004,13 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if api_version >= _FIRST_FLEXIBLE.get(api_key, 0x8000) else 0
 
 
-__all__ = ["REQUESTS", "RESPONSES", "request_header_version", "response_header_version"]
+__all__ = [
+    "API_LISTENERS",
+    "REQUESTS",
+    "RESPONSES",
+    "request_header_version",
+    "response_header_version",
+]
 '''
 
 SUBPACKAGE_TEMPLATE = '''\
@@ -1039,12 +1050,23 @@ def render_registry(messages: list[MessageSpec]) -> str:
         for m in sorted(requests, key=lambda m: m.api_key or 0)
         if m.flexible != NONE
     )
+    listeners = ", ".join(
+        f"{m.api_key}: {python_tuple(m.listeners)}"
+        for m in sorted(requests, key=lambda m: m.api_key or 0)
+    )
     return REGISTRY_TEMPLATE.format(
         marker=GENERATED_MARKER,
         requests=registry_entries(requests),
         responses=registry_entries(m for m in messages if m.kind == "response"),
         flexible=flexible,
+        listeners=listeners,
     )
+
+
+def python_tuple(names: tuple[str, ...]) -> str:
+    """``("a", "b")``, ``("a",)`` or ``()`` as Python source."""
+    items = ", ".join(f'"{name}"' for name in names)
+    return f"({items},)" if len(names) == 1 else f"({items})"
 
 
 def render_subpackage(directory: str, package: str, members: list[MessageSpec]) -> str:

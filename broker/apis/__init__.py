@@ -13,6 +13,13 @@ Handler contract:
 - ``error_response(request, error)`` builds the response that reports ``error`` for every part
   of the request (Kafka's ``AbstractRequest.getErrorResponse``); used for an unsupported
   version and for a handler that raised.
+
+Listener types (Kafka's ``ApiMessageType.ListenerType``): every API is served on the listener
+types its request schema names (``protocol.messages.API_LISTENERS``, "zkBroker" dropped) unless
+its ``ApiSpec`` says otherwise. A listener named in ``controller.listener.names`` is a
+"controller" listener, any other a "broker" listener (``listener_type``, the one place that
+decides). ``served_on`` is the registry seen from one listener type: what its connections
+dispatch and what its ApiVersions lists; a request for any other API closes the connection.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from protocol.codec import Message
 from protocol.errors import KafkaError
+from protocol.messages import API_LISTENERS
 from protocol.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
@@ -32,16 +40,26 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_MODULES",
+    "BROKER_LISTENER",
     "CLOSE_CONNECTION",
+    "CONTROLLER_LISTENER",
     "NO_RESPONSE",
     "ApiSpec",
     "HandlerResult",
+    "Outcome",
     "RequestContext",
     "ZeroCopyResponse",
+    "listener_type",
     "load_apis",
     "register",
     "registry",
+    "served_on",
 ]
+
+# Kafka's listener types (ApiMessageType.ListenerType), as the schemas spell them.
+BROKER_LISTENER = "broker"
+CONTROLLER_LISTENER = "controller"
+LISTENER_TYPES = (BROKER_LISTENER, CONTROLLER_LISTENER)
 
 
 class _Marker:
@@ -101,6 +119,13 @@ class ApiSpec:
     # compression off unless Produce v0 is listed. Versions below ``min_version`` still get
     # UNSUPPORTED_VERSION.
     advertised_min_version: int | None = None
+    # The listener types this API is served on; None: those its request schema names.
+    listeners: tuple[str, ...] | None = None
+
+    @property
+    def listener_types(self) -> frozenset[str]:
+        named = API_LISTENERS.get(self.api_key, (BROKER_LISTENER,))
+        return frozenset(name for name in (self.listeners or named) if name in LISTENER_TYPES)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -161,6 +186,7 @@ API_MODULES = (
     "create_acls",
     "describe_acls",
     "delete_acls",
+    "envelope",  # controller listeners only (KIP-590)
 )
 
 
@@ -181,3 +207,14 @@ def load_apis() -> dict[int, ApiSpec]:
 
 def registry() -> dict[int, ApiSpec]:
     return dict(sorted(_REGISTRY.items()))
+
+
+def served_on(apis: dict[int, ApiSpec], listener: str) -> dict[int, ApiSpec]:
+    """The APIs of ``apis`` a listener of type ``listener`` serves, by API key."""
+    return {key: spec for key, spec in apis.items() if listener in spec.listener_types}
+
+
+def listener_type(config: object, listener_name: str) -> str:
+    """"controller" for a listener named in ``controller.listener.names``, else "broker"."""
+    controller_listener_names = getattr(config, "controller_listener_names", ())
+    return CONTROLLER_LISTENER if listener_name in controller_listener_names else BROKER_LISTENER

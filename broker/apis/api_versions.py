@@ -1,7 +1,8 @@
 """ApiVersions: v0–v4.
 
 The list is computed from the API registry (``broker.apis``): every API a handler module
-registered, with its version range (Produce is listed from v0 and served from v3, as Kafka 4
+registered for the listener type the request came in on (a controller listener lists only the
+controller APIs, as Kafka's controller does), with its version range (Produce is listed from v0 and served from v3, as Kafka 4
 lists it: KAFKA-18659, ``ApiSpec.advertised_min_version``). Not implemented: supported/finalized features (KIP-584),
 which clients only read for KRaft and transaction versions.
 
@@ -11,22 +12,32 @@ UNSUPPORTED_VERSION and the ApiVersions entry in the v0 layout, as Kafka does (K
 
 from __future__ import annotations
 
-from broker.apis import ApiSpec, RequestContext, register, registry
+from broker.apis import (
+    BROKER_LISTENER,
+    ApiSpec,
+    RequestContext,
+    listener_type,
+    register,
+    registry,
+    served_on,
+)
 from protocol.errors import KafkaError, UnsupportedVersionError
 from protocol.messages.api_versions_request import ApiVersionsRequest
 from protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 
 
-def supported_versions() -> list[ApiVersion]:
+def supported_versions(listener: str = BROKER_LISTENER) -> list[ApiVersion]:
+    """What a listener of type ``listener`` serves, as ApiVersions lists it."""
     return [
         ApiVersion(api_key=spec.api_key, min_version=low, max_version=high)
-        for spec in registry().values()
+        for spec in served_on(registry(), listener).values()
         for low, high in [spec.advertised_range]
     ]
 
 
 def handle(context: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
-    return ApiVersionsResponse(error_code=0, api_keys=supported_versions())
+    listener = listener_type(context.broker.config, context.listener_name)
+    return ApiVersionsResponse(error_code=0, api_keys=supported_versions(listener))
 
 
 def error_response(request: ApiVersionsRequest, error: KafkaError) -> ApiVersionsResponse:

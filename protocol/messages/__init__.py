@@ -209,6 +209,9 @@ RESPONSES = MessageRegistry(
 
 # API key -> first flexible version (the same for a request and its response).
 _FIRST_FLEXIBLE: dict[int, int] = {0: 9, 1: 12, 2: 6, 3: 9, 4: 4, 5: 2, 6: 6, 7: 3, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 34: 2, 35: 2, 36: 2, 37: 2, 38: 2, 39: 2, 40: 2, 41: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 48: 1, 49: 1, 50: 0, 51: 0, 52: 0, 53: 1, 54: 1, 55: 0, 56: 0, 57: 0, 58: 0, 59: 0, 60: 0, 61: 0, 62: 0, 63: 0, 64: 0, 65: 0, 66: 0, 67: 0, 68: 0, 69: 0, 70: 0, 71: 0, 72: 0, 73: 0, 74: 0, 75: 0, 76: 0, 77: 0, 78: 0, 79: 0, 80: 0, 81: 0, 82: 0, 83: 0, 84: 0, 85: 0, 86: 0, 87: 0, 10000: 0}
+# API key -> the listener types its request schema names (Kafka's ``ApiMessageType.listeners``:
+# "broker", "controller", and ZooKeeper mode's "zkBroker").
+API_LISTENERS: dict[int, tuple[str, ...]] = {0: ("broker", "zkBroker"), 1: ("broker", "controller", "zkBroker"), 2: ("broker", "zkBroker"), 3: ("broker", "zkBroker"), 4: ("zkBroker",), 5: ("zkBroker",), 6: ("zkBroker",), 7: ("controller", "zkBroker"), 8: ("broker", "zkBroker"), 9: ("broker", "zkBroker"), 10: ("broker", "zkBroker"), 11: ("broker", "zkBroker"), 12: ("broker", "zkBroker"), 13: ("broker", "zkBroker"), 14: ("broker", "zkBroker"), 15: ("broker", "zkBroker"), 16: ("broker", "zkBroker"), 17: ("broker", "controller", "zkBroker"), 18: ("broker", "controller", "zkBroker"), 19: ("broker", "controller", "zkBroker"), 20: ("broker", "controller", "zkBroker"), 21: ("broker", "zkBroker"), 22: ("broker", "zkBroker"), 23: ("broker", "zkBroker"), 24: ("broker", "zkBroker"), 25: ("broker", "zkBroker"), 26: ("broker", "zkBroker"), 27: ("broker", "zkBroker"), 28: ("broker", "zkBroker"), 29: ("broker", "controller", "zkBroker"), 30: ("broker", "controller", "zkBroker"), 31: ("broker", "controller", "zkBroker"), 32: ("broker", "controller", "zkBroker"), 33: ("broker", "controller", "zkBroker"), 34: ("broker", "zkBroker"), 35: ("broker", "zkBroker"), 36: ("broker", "controller", "zkBroker"), 37: ("broker", "controller", "zkBroker"), 38: ("broker", "controller", "zkBroker"), 39: ("broker", "controller", "zkBroker"), 40: ("broker", "controller", "zkBroker"), 41: ("broker", "controller", "zkBroker"), 42: ("broker", "zkBroker"), 43: ("broker", "controller", "zkBroker"), 44: ("broker", "controller", "zkBroker"), 45: ("broker", "controller", "zkBroker"), 46: ("broker", "controller", "zkBroker"), 47: ("broker", "zkBroker"), 48: ("broker", "zkBroker"), 49: ("broker", "controller", "zkBroker"), 50: ("broker", "controller", "zkBroker"), 51: ("broker", "controller", "zkBroker"), 52: ("controller",), 53: ("controller",), 54: ("controller",), 55: ("broker", "controller"), 56: ("controller", "zkBroker"), 57: ("broker", "controller", "zkBroker"), 58: ("controller", "zkBroker"), 59: ("controller",), 60: ("broker", "controller", "zkBroker"), 61: ("broker", "zkBroker"), 62: ("controller",), 63: ("controller",), 64: ("broker", "controller"), 65: ("broker", "zkBroker"), 66: ("broker", "zkBroker"), 67: ("controller", "zkBroker"), 68: ("broker", "zkBroker"), 69: ("broker", "zkBroker"), 70: ("controller",), 71: ("broker",), 72: ("broker",), 73: ("controller",), 74: ("broker",), 75: ("broker",), 76: ("broker",), 77: ("broker",), 78: ("broker",), 79: ("broker",), 80: ("broker", "controller"), 81: ("broker", "controller"), 82: ("controller",), 83: ("broker",), 84: ("broker",), 85: ("broker",), 86: ("broker",), 87: ("broker",), 10000: ("broker",)}
 _CONTROLLED_SHUTDOWN = 7
 _API_VERSIONS = 18
 
@@ -231,4 +234,10 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if api_version >= _FIRST_FLEXIBLE.get(api_key, 0x8000) else 0
 
 
-__all__ = ["REQUESTS", "RESPONSES", "request_header_version", "response_header_version"]
+__all__ = [
+    "API_LISTENERS",
+    "REQUESTS",
+    "RESPONSES",
+    "request_header_version",
+    "response_header_version",
+]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from broker.broker import Broker
+from broker.config import BrokerConfig
 from replication.controller.interface import NewTopic, TopicToDelete
 from replication.metadata.controller import TopicPlan
 from replication.metadata.image import TopicImage
@@ -18,3 +20,15 @@ def create_topic(broker: Broker, name: str, **settings: Any) -> TopicPlan:
 def delete_topic(broker: Broker, name: str) -> TopicImage:
     """Delete a topic through the controller; raises its refusal."""
     return broker.controller.delete_topics([TopicToDelete(name=name)])[0].result()
+
+
+def with_controller_listeners(config: BrokerConfig, *names: str) -> BrokerConfig:
+    """``config`` with ``controller.listener.names`` set to ``names``, read the way
+    ``broker.apis.listener_type`` reads it (the key lives in another branch until merged)."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class ControllerListenerConfig(BrokerConfig):
+        controller_listener_names: tuple[str, ...] = ()
+
+    values = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
+    return ControllerListenerConfig(**values, controller_listener_names=names)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.apis import load_apis
+from broker.apis import BROKER_LISTENER, load_apis, served_on
 from broker.apis.api_versions import supported_versions, unsupported_version_frame
 from protocol.messages import REQUESTS
 from protocol.messages.api_versions_response import ApiVersionsResponse
@@ -20,20 +20,23 @@ KAFKA_4_MINIMUM = {
     17: 0, 36: 0, 50: 0, 51: 0,  # SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials
 }
 SAMSA_APIS = {10000: 0}  # SamsaDescribeLogSegments (protocol/schemas/)
+CONTROLLER_ONLY_APIS = {58: 0}  # Envelope (KIP-590)
 
 
 def test_every_module_registers_its_range_up_to_the_schema_maximum() -> None:
     registry = load_apis()
-    assert {key: spec.min_version for key, spec in registry.items()} == KAFKA_4_MINIMUM | SAMSA_APIS
+    assert ({key: spec.min_version for key, spec in registry.items()}
+            == KAFKA_4_MINIMUM | SAMSA_APIS | CONTROLLER_ONLY_APIS)
     for key, spec in registry.items():
         assert spec.max_version == REQUESTS[key].MAX_VERSION
         assert spec.name
 
 
 def test_api_versions_lists_the_registry() -> None:
-    registry = load_apis()
+    registry = served_on(load_apis(), BROKER_LISTENER)
     listed = {v.api_key: (v.min_version, v.max_version) for v in supported_versions()}
     assert listed == {key: s.advertised_range for key, s in registry.items()}
+    assert set(registry) == set(KAFKA_4_MINIMUM) | set(SAMSA_APIS)  # all but controller-only
     # Listed from v0, served from v3, as Kafka 4 (KAFKA-18659).
     assert listed[0] == (0, registry[0].max_version) and registry[0].min_version == 3
 
