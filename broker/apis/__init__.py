@@ -36,6 +36,7 @@ from protocol.messages.request_header import RequestHeader
 
 if TYPE_CHECKING:
     from broker.broker import Broker
+    from broker.config import BrokerConfig
     from storage.segment import FetchSlice
 
 __all__ = [
@@ -214,7 +215,7 @@ def served_on(apis: dict[int, ApiSpec], listener: str) -> dict[int, ApiSpec]:
     return {key: spec for key, spec in apis.items() if listener in spec.listener_types}
 
 
-def listener_type(config: object, listener_name: str) -> str:
+def listener_type(config: BrokerConfig, listener_name: str) -> str:
     """"controller" for a listener named in ``controller.listener.names``, else "broker"."""
-    controller_listener_names = getattr(config, "controller_listener_names", ())
-    return CONTROLLER_LISTENER if listener_name in controller_listener_names else BROKER_LISTENER
+    return CONTROLLER_LISTENER if config.kraft.is_controller_listener(listener_name) \
+        else BROKER_LISTENER

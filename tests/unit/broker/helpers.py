@@ -23,12 +23,7 @@ def delete_topic(broker: Broker, name: str) -> TopicImage:
 
 
 def with_controller_listeners(config: BrokerConfig, *names: str) -> BrokerConfig:
-    """``config`` with ``controller.listener.names`` set to ``names``, read the way
-    ``broker.apis.listener_type`` reads it (the key lives in another branch until merged)."""
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class ControllerListenerConfig(BrokerConfig):
-        controller_listener_names: tuple[str, ...] = ()
-
-    values = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
-    return ControllerListenerConfig(**values, controller_listener_names=names)
+    """``config`` with ``controller.listener.names`` set to ``names`` (only that: the rest of
+    the KRaft settings stay as they are, so a single-node config serves a controller listener)."""
+    kraft = dataclasses.replace(config.kraft, controller_listener_names=tuple(n.upper() for n in names))
+    return dataclasses.replace(config, kraft=kraft)
