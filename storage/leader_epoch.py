@@ -31,9 +31,9 @@ Durability: every change is written at once (temp file, fsync, rename, directory
 ``storage.checkpoint``), before the caller writes the batches that caused it, so the file never
 misses an epoch the log holds. It may name epochs the log lost in a crash (the file was written,
 the batch not yet flushed): the log, when it opens, truncates the cache to what it recovered
-(``load_leader_epoch_cache``). A missing or corrupt file (``CorruptCheckpointError`` naming the
-file and line) is rebuilt from the batch headers, which are the truth (Kafka rebuilds from the
-log as it recovers segments); a corrupt file is logged as an error first.
+(``load_leader_epoch_cache``). A missing, empty (over a non-empty log) or corrupt file
+(``CorruptCheckpointError`` naming the file and line, logged as an error) is rebuilt from the
+batch headers, which are the truth (Kafka rebuilds from the log as it recovers segments).
 
 Threads: the owner appends and truncates; log retention (a worker thread) truncates from the
 start. Every change and every read of the list takes ``_lock``.
@@ -229,6 +229,8 @@ def load_leader_epoch_cache(
     except CorruptCheckpointError as error:
         logger.error("%s; rebuilding the leader epoch cache from the log", error)
         cache = None
+    if cache is not None and cache.latest_epoch is None and log_start_offset < log_end_offset:
+        cache = None  # an empty file (Kafka creates one before its first write) over a log
     if cache is None:
         cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(path))
         cache.assign_all(_newer_epochs(None, batches_from(log_start_offset)))
