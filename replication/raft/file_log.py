@@ -39,12 +39,19 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.errors import InvalidRecordError, OffsetOutOfRangeError
-from protocol.records import LOG_OVERHEAD, Record, decode_batch, encode_batch, read_batch_header
+from protocol.records import (
+    LOG_OVERHEAD,
+    Record,
+    RecordBatch,
+    decode_batch,
+    encode_batch,
+    read_batch_header,
+)
 from replication.metadata.snapshot import (
     SnapshotError,
     SnapshotId,
@@ -190,15 +197,19 @@ class FileRaftLog:
 
     def batches_from(self, offset: int) -> Iterator[tuple[int, int, list[bytes | None], bool]]:
         """Committed batches (below the high watermark) from the one holding ``offset``."""
+        for batch in self.committed_batches(offset):
+            values = [record.value for record in batch.records]
+            yield batch.base_offset, batch.header.partition_leader_epoch, values, batch.is_control
+
+    def committed_batches(self, offset: int) -> Iterator[RecordBatch]:
+        """``batches_from`` with each whole decoded batch (its header: size, max timestamp)."""
         if offset < self.start_offset:
             raise OffsetOutOfRangeError(f"offset {offset} is below the log start offset "
                                         f"{self.start_offset} of {self.directory.name}")
         for segment, position, header in self.log.batches(offset):
             if header.last_offset >= self._high_watermark:
                 return
-            batch = decode_batch(segment.read_batch_bytes(position, header))
-            values = [record.value for record in batch.records]
-            yield header.base_offset, header.partition_leader_epoch, values, batch.is_control
+            yield decode_batch(segment.read_batch_bytes(position, header))
 
     # -- snapshots ------------------------------------------------------------------------------
 
@@ -241,21 +252,23 @@ class FileRaftLog:
         with self._lock:
             return min(self._snapshots, default=None)
 
-    def create_snapshot(self, snapshot_id: SnapshotId, payload: bytes) -> None:
-        """Write the snapshot file (any thread); its end offset must be committed and in the log."""
+    def create_snapshot(self, snapshot_id: SnapshotId, payload: bytes | Iterable[bytes]) -> None:
+        """Write the snapshot file (any thread) from its bytes or its batches, streamed; its end
+        offset must be committed and not below the log start offset."""
         if not self.start_offset <= snapshot_id.end_offset <= self._high_watermark:
             raise ValueError(f"snapshot {snapshot_id} is outside [log start offset "
                              f"{self.start_offset}, high watermark {self._high_watermark}]")
         self._store_snapshot(snapshot_id, payload)
 
-    def _store_snapshot(self, snapshot_id: SnapshotId, payload: bytes) -> Path:
-        path = write_snapshot(self.directory, snapshot_id, [payload])
+    def _store_snapshot(self, snapshot_id: SnapshotId, payload: bytes | Iterable[bytes]) -> Path:
+        chunks = [payload] if isinstance(payload, bytes) else payload
+        path = write_snapshot(self.directory, snapshot_id, chunks)
         try:
             timestamp = read_snapshot_timestamp(path)
         except SnapshotError:
             timestamp = -1  # not a metadata snapshot: kept, and oldest for time retention
         with self._lock:
-            self._snapshots[snapshot_id] = SnapshotInfo(len(payload), timestamp)
+            self._snapshots[snapshot_id] = SnapshotInfo(path.stat().st_size, timestamp)
         logger.info("wrote snapshot %s", path)
         return path
 
