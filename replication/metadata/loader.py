@@ -200,9 +200,8 @@ class MetadataLoader:
         snapshot = read_snapshot(self.raft_log.snapshot_path(snapshot_id))
         image = MetadataImage()
         self._reset_to(image, snapshot)
+        delta = _snapshot_delta(self.image, image)
         self.image = image
-        delta = MetadataDelta.full(image)
-        delta.broker_configs_changed = True
         self._publish(delta)
 
     def _publish(self, delta: MetadataDelta) -> None:
@@ -258,3 +257,19 @@ class MetadataLoader:
         return self.raft_log.maybe_clean(
             retention_max_bytes=self.config.retention_max_bytes,
             retention_ms=self.config.retention_ms, now_ms=self.clock.milliseconds())
+
+
+def _snapshot_delta(before: MetadataImage, after: MetadataImage) -> MetadataDelta:
+    """What replacing ``before`` by ``after`` changes (Kafka's delta of a loaded snapshot):
+    every partition of ``after`` touched with its state in ``before``, topics gone removed, all
+    configs changed."""
+    delta = MetadataDelta(broker_configs_changed=True)
+    for topic in after.topics_by_id.values():
+        old = before.topics_by_id.get(topic.topic_id)
+        for index in topic.partitions:
+            delta.partitions_before[(topic.topic_id, index)] = (
+                None if old is None else old.partitions.get(index))
+        delta.topic_configs_changed.add(topic.name)
+    delta.removed_topics.extend(
+        topic for topic_id, topic in before.topics_by_id.items() if topic_id not in after.topics_by_id)
+    return delta
