@@ -175,7 +175,7 @@ def test_a_damaged_byte_is_a_clear_error_or_a_well_formed_cache(data: st.DataObj
         try:
             cache = LeaderEpochFileCache.read(path)
         except CorruptCheckpointError as error:
-            assert str(path) in str(error) and 1 <= error.line_number <= 6
+            assert str(path) in str(error) and 1 <= error.line_number <= content.count(b"\n") + 1
             event("a clear error")
             return
         event("read back")
