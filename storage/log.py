@@ -12,7 +12,10 @@ Invariants:
 Pieces, each in its own module: ``storage.log_loader`` (opening: leftovers, recovery, index
 rebuilds), ``storage.log_segments`` (the segment list, delayed deletion, reads over the list),
 ``storage.log_append`` (offset assignment, ``AppendResult``), ``storage.log_producers`` (producer
-state and its snapshots), ``storage.log_dirs`` (directory names, ``DirectoryHealth``).
+state and its snapshots), ``storage.log_dirs`` (directory names, ``DirectoryHealth``),
+``storage.leader_epoch`` (the leader epoch cache, ``leader-epoch-checkpoint``: every appended
+batch with a leader epoch >= 0 is assigned before it is written; truncations and log start
+increments trim it; rebuilt from the batch headers when the file is missing or corrupt).
 
 Durability decisions (Kafka's): an append is written to the page cache, not fsynced; a flush
 happens when ``flush.messages`` unflushed records accumulate (``AppendResult.flush_due``), when
@@ -52,6 +55,7 @@ from protocol.errors import KafkaStorageError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, TimestampType, read_batch_header
 from storage.clock import Clock
 from storage.config import LogConfig
+from storage.leader_epoch import LeaderEpochFileCache, load_leader_epoch_cache
 from storage.log_append import (
     AppendResult,
     assign_offsets,
@@ -136,6 +140,8 @@ class Log:
         self.producers = LogProducers(
             directory, clock, producer_id_expiration_ms=producer_id_expiration_ms
         )
+        # Memory only until ``_load`` opens ``leader-epoch-checkpoint`` (storage.leader_epoch).
+        self.leader_epoch_cache = LeaderEpochFileCache()
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -178,10 +184,17 @@ class Log:
             )
             self.truncate_fully_and_start_at(self.log_start_offset)
             self.purge_deleted_segments(force=True)
+        self.leader_epoch_cache = load_leader_epoch_cache(
+            self.directory, self._headers_from, log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset, recovered_from=loaded.recovered_from,
+        )
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
         load_rolling_timestamp(self.active_segment)
         remove_stray_snapshots(self.directory, self._segment_list.base_offsets)
         self._rebuild_producer_state(replay=True, recovered_from=loaded.recovered_from)
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        return (header for _, _, header in self.batches(offset))
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment(
@@ -281,9 +294,11 @@ class Log:
             buffer, base_offsets = assign_offsets_log_append_time(
                 records, validated, leader_epoch, self.log_end_offset, now_ms
             )
-            return self._append([buffer], len(buffer), validated, base_offsets, now_ms, producers)
+            return self._append(
+                [buffer], len(buffer), validated, base_offsets, now_ms, producers, leader_epoch
+            )
         parts, base_offsets = assign_offsets(records, validated, leader_epoch, self.log_end_offset)
-        return self._append(parts, len(records), validated, base_offsets, -1, producers)
+        return self._append(parts, len(records), validated, base_offsets, -1, producers, leader_epoch)
 
     def _check_producers(
         self,
@@ -312,7 +327,7 @@ class Log:
         header = read_batch_header(data)
         producers = self.producer_state.check_marker(header, marker, offset, timestamp=now_ms)
         validated = ValidatedBatches([0], [header])
-        return self._append([data], len(data), validated, [offset], -1, producers)
+        return self._append([data], len(data), validated, [offset], -1, producers, leader_epoch)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches that already carry offsets (replication, the cleaner's tests)."""
@@ -333,11 +348,16 @@ class Log:
         base_offsets: list[int],
         log_append_time: int,
         producers: ProducerAppend | None = None,
+        leader_epoch: int | None = None,
     ) -> AppendResult:
+        """``leader_epoch``: stamped on every batch by this leader; None: each batch's own."""
         headers = validated.headers
         last_offset = base_offsets[-1] + headers[-1].last_offset_delta
         max_timestamp, offset_of_max = max_timestamp_of(headers, base_offsets, log_append_time)
         rolled = self._maybe_roll(size, max_timestamp, base_offsets[0], last_offset)
+        epochs = [h.partition_leader_epoch if leader_epoch is None else leader_epoch for h in headers]
+        # Before the data: the checkpoint never misses an epoch the log holds (Kafka's order).
+        self._guard(lambda: self.leader_epoch_cache.assign_all(zip(epochs, base_offsets, strict=True)))
         self.health.check()
         try:
             self.active_segment.append(
@@ -549,6 +569,7 @@ class Log:
             self.truncate_fully_and_start_at(offset)
             return True
         self._guard(lambda: self._truncate_segments(offset))
+        self._guard(lambda: self.leader_epoch_cache.truncate_from_end(self.log_end_offset))
         logger.warning("truncated %s to offset %d", self.directory.name, self.log_end_offset)
         # Snapshots above the new end go; the state is reloaded and replayed up to it. A log no
         # producer uses has nothing to replay (Kafka's isEmptyBeforeTruncation).
@@ -573,6 +594,7 @@ class Log:
                 self._remove_segments(list(self._segment_list.segments))
                 self._segment_list.add(self._new_segment(new_offset))
             self.producers.reset(new_offset)
+            self.leader_epoch_cache.clear()
 
         self._guard(restart)
         self.log_start_offset = self.log_end_offset = self.recovery_point = new_offset
@@ -600,6 +622,7 @@ class Log:
         if new_offset <= self.log_start_offset:
             return False
         self.log_start_offset = new_offset
+        self._guard(lambda: self.leader_epoch_cache.truncate_from_start(new_offset))
         return True
 
     def delete_old_segments(self, *, high_watermark: int | None = None) -> int:
@@ -617,6 +640,8 @@ class Log:
             return 0
         self._guard(lambda: self._remove_segments(deletable))
         self.log_start_offset = max(self.log_start_offset, self._segment_list.segments[0].base_offset)
+        log_start_offset = self.log_start_offset
+        self._guard(lambda: self.leader_epoch_cache.truncate_from_start(log_start_offset))
         for segment in deletable:
             logger.info("retention removed %s", segment.log_path)
         # Snapshot files only: the producer state in memory is kept (Kafka, since KIP-360).

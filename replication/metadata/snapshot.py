@@ -25,7 +25,7 @@ Writing goes to a ``.checkpoint.part`` file that is fsynced, renamed to its fina
 directory fsynced, so a ``.checkpoint`` file is always whole. Reading checks every batch (CRC,
 contiguous offsets from 0, the epoch of the file name, header first, footer last and nothing
 after it) and raises ``SnapshotError`` naming the path and the reason: a damaged snapshot is
-never half applied. Functions only; the ``MetadataLog`` owns the files.
+never half applied. Functions only; ``replication.raft.file_log.FileRaftLog`` owns the files.
 """
 
 from __future__ import annotations

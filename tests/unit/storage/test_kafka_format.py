@@ -219,7 +219,10 @@ def test_file_names_are_20_digit_base_offsets(tmp_path: Path) -> None:
     for _ in range(60):
         log.append_as_leader(encode_batch([Record(0, NOW, b"k", b"v" * 100)], base_offset=0))
     log.close()
-    names = sorted(p.name for p in log.directory.iterdir() if p.suffix != ".snapshot")
+    names = sorted(p.name for p in log.directory.iterdir()
+                   if p.suffix != ".snapshot" and p.name != "leader-epoch-checkpoint")
+    # Kafka's per-partition leader epoch file: the one epoch (0) from the log start offset.
+    assert (log.directory / "leader-epoch-checkpoint").read_text() == "0\n1\n0 12345678901\n"
     stems = sorted({name.split(".")[0] for name in names})
     assert stems == [f"{s.base_offset:020d}" for s in log.segments]
     assert stems[0] == "00000000012345678901" and len(stems) > 1
