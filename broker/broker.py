@@ -25,7 +25,11 @@ from broker.meta_properties import load_cluster_id
 from broker.purgatory_reaper import PurgatoryReaper
 from broker.transaction.service import TransactionService
 from replication.append import ReplicaAppender
+from broker.controller_router import ControllerRouter
+from broker.forwarding import FORWARDABLE_API_KEYS, Forwarder
+from broker.apis import BROKER_LISTENER, listener_type
 from replication.controller.local import LocalController
+from replication.controller.quorum import QuorumController
 from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
@@ -36,7 +40,9 @@ from storage.log import Log
 from storage.log_manager import LogManager
 
 if TYPE_CHECKING:
+    from broker.lifecycle import BrokerLifecycleManager
     from broker.metrics import RequestMetrics
+    from broker.quorum import QuorumMember
 
 __all__ = ["Broker"]
 
@@ -51,7 +57,8 @@ class Broker:
     clock: Clock
     log_manager: LogManager
     replica_manager: ReplicaManager
-    controller: LocalController  # every metadata write: replication.controller
+    # every metadata write: replication.controller (one node), or through the quorum (KRaft)
+    controller: LocalController | ControllerRouter
     fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
     offset_store: OffsetStore
@@ -66,6 +73,12 @@ class Broker:
     storage_executor: Executor | None = None  # set by the daemon: where fsyncs run
     metrics: RequestMetrics | None = None  # set by the daemon when metrics.port is on
     authorizer: Authorizer | None = None  # authorizer.class.name set: broker.auth
+    # KRaft (process.roles set): this node's Raft node and shell, its controller when it is a
+    # controller, the forwarding of admin requests to the active controller, its registration.
+    quorum: QuorumMember | None = None
+    quorum_controller: QuorumController | None = None
+    forwarder: Forwarder | None = None
+    lifecycle: BrokerLifecycleManager | None = None
     _flushing: set[Log] = field(default_factory=set, repr=False)
 
     @classmethod
@@ -83,12 +96,28 @@ class Broker:
             clock=clock,
             metadata_log_config=config.metadata_log_config,
         )
-        controller = LocalController(
-            node_id=config.node_id,
-            default_num_partitions=config.num_partitions,
-            default_replication_factor=config.default_replication_factor,
-            default_config=lambda: log_manager.default_config,
-        )
+        quorum_controller: QuorumController | None = None
+        controller: LocalController | ControllerRouter
+        if config.kraft.is_kraft:
+            if config.kraft.is_controller:
+                quorum_controller = QuorumController(
+                    node_id=config.node_id, default_num_partitions=config.num_partitions,
+                    default_replication_factor=config.default_replication_factor,
+                    default_config=lambda: log_manager.default_config,
+                    image=lambda: replica_manager.image,
+                )
+            controller = ControllerRouter(
+                quorum_controller, image=lambda: replica_manager.image,
+                clients=lambda: broker.quorum.clients if broker.quorum else None,
+                controller_id=lambda: broker.quorum.leader_id if broker.quorum else None,
+            )
+        else:
+            controller = LocalController(
+                node_id=config.node_id,
+                default_num_partitions=config.num_partitions,
+                default_replication_factor=config.default_replication_factor,
+                default_config=lambda: log_manager.default_config,
+            )
         fetch_purgatory = DelayedOperationPurgatory[DelayedOperation]("Fetch", clock=clock)
         appender = ReplicaAppender(replica_manager.partition, fetch_purgatory=fetch_purgatory)
         offset_store = OffsetStore(replica_manager, controller, config=offsets_config(config),
@@ -114,6 +143,7 @@ class Broker:
             fetch_reaper=PurgatoryReaper(fetch_purgatory),
             high_watermark_checkpoints=HighWatermarkCheckpoints(log_manager),
             advertised=config.advertised_listeners,
+            quorum_controller=quorum_controller,
         )
         if config.authorizer_class_name:
             broker.authorizer = Authorizer(
@@ -134,12 +164,35 @@ class Broker:
         self.cluster_id = cluster_id or UNKNOWN_CLUSTER_ID  # KRaft: learnt from the quorum
         self.log_manager.startup()
         self.replica_manager.high_watermark_checkpoints = self.high_watermark_checkpoints.read()
-        self.replica_manager.startup()
+        self.replica_manager.startup(quorum=self.config.kraft.is_kraft)
         self.replica_manager.high_watermark_checkpoints = {}  # new partitions start at 0
         assert self.replica_manager.metadata_log is not None
-        self.controller.start(self.replica_manager.metadata_log)
+        if isinstance(self.controller, LocalController):
+            self.controller.start(self.replica_manager.metadata_log)
+        else:
+            self._join_quorum()
         self.offsets_loader.schedule()
         self.transactions.load()  # before serving: no COORDINATOR_LOAD_IN_PROGRESS window
+
+    def _join_quorum(self) -> None:
+        """KRaft: the Raft node over the metadata log just opened (started by the daemon)."""
+        from broker.quorum import QuorumMember  # the quorum imports the broker's API modules
+
+        quorum = self.quorum = QuorumMember(self)
+        if self.quorum_controller is not None:
+            self.quorum_controller.quorum = quorum.driver
+        self.forwarder = Forwarder(quorum.clients, lambda: quorum.leader_id)
+
+    def forwarder_for(self, api_key: int, listener_name: str) -> Forwarder | None:
+        """KRaft's forwarding: an admin request on a broker listener goes to the active
+        controller unless this node is it (None: handle it here)."""
+        if self.forwarder is None or api_key not in FORWARDABLE_API_KEYS:
+            return None
+        if listener_type(self.config, listener_name) != BROKER_LISTENER:
+            return None
+        if self.quorum_controller is not None and self.quorum_controller.active:
+            return None
+        return self.forwarder
 
     def shutdown(self) -> None:
         self.checkpoint_high_watermarks()

@@ -52,7 +52,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from broker.apis import CLOSE_CONNECTION, NO_RESPONSE, ApiSpec, RequestContext, ResponsePart
+from broker.apis import (
+    CLOSE_CONNECTION,
+    NO_RESPONSE,
+    ApiSpec,
+    HandlerResult,
+    RequestContext,
+    ResponsePart,
+)
 from broker.apis.api_versions import unsupported_version_frame
 from broker.config import Listener
 from broker.responses import failure_response, response_parts
@@ -354,8 +361,12 @@ class KafkaConnection(asyncio.Protocol):
         return True
 
     def _dispatch(self, slot: Slot, spec: ApiSpec, context: RequestContext, request: Message) -> None:
+        forwarder = context.broker.forwarder_for(spec.api_key, self.listener_name)
         try:
-            result = spec.handle(context, request)
+            if forwarder is not None:  # KRaft: an admin request for the active controller
+                result: HandlerResult = forwarder.forward(context, request)
+            else:
+                result = spec.handle(context, request)
         except Exception as error:
             result = failure_response(spec, context, request, error)
         if isinstance(result, Awaitable):

@@ -48,6 +48,8 @@ async def serve(
     server = Server(broker)
     metrics = start_metrics(broker, server, loop)  # None when metrics.port is 0
     bound = await server.start()
+    if broker.quorum is not None:  # KRaft: the Raft node serves on the controller listener
+        broker.quorum.start()
     broker.offsets_loader.start()
     scheduler.start()
     logger.info("node %d serving on %s (%s)", config.node_id,
@@ -58,6 +60,8 @@ async def serve(
         await stop.wait()
     finally:
         logger.info("shutting down")
+        if broker.quorum is not None:
+            await broker.quorum.stop()  # a leader resigns first (EndQuorumEpoch)
         await server.stop()
         await broker.offsets_loader.stop()
         if metrics is not None:

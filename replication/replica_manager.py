@@ -91,10 +91,22 @@ class ReplicaManager:
 
     # -- start-up -----------------------------------------------------------------------------
 
-    def startup(self) -> None:
+    def startup(self, *, quorum: bool = False) -> None:
+        """Replay the metadata and open the partitions it names. In a quorum (``quorum``) the
+        image at start is only the newest snapshot's (``MetadataLog.replay``): logs it does not
+        name are kept, as records committed later may name them (Kafka looks for stray logs
+        only once the broker has caught up with the metadata)."""
         self.metadata_log = MetadataLog(self._open_metadata_log(), clock=self.clock,
                                         config=self.metadata_log_config)
-        image = self.metadata_log.replay()
+        image = self.metadata_log.replay(commit_recovered=not quorum)
+        if not quorum:
+            self._remove_stray_logs(image)
+        full = MetadataDelta.full(image)
+        full.broker_configs_changed = True
+        self.apply_delta(full, image)
+        self.metadata_log.listeners.append(self.apply_delta)
+
+    def _remove_stray_logs(self, image: MetadataImage) -> None:
         for key in list(self.log_manager.logs):
             if key == (METADATA_TOPIC, METADATA_PARTITION):
                 continue
@@ -104,10 +116,6 @@ class ReplicaManager:
                 self.log_manager.delete_log(*key)
             else:
                 self._check_topic_id(key, topic.topic_id)
-        full = MetadataDelta.full(image)
-        full.broker_configs_changed = True
-        self.apply_delta(full, image)
-        self.metadata_log.listeners.append(self.apply_delta)
 
     def _check_topic_id(self, key: tuple[str, int], topic_id: UUID) -> None:
         """A loaded log against the image's topic id (see the module docstring)."""

@@ -141,6 +141,10 @@ _REGISTRY: dict[int, ApiSpec] = {}
 
 # The handler modules, imported once by ``load_apis``.
 API_MODULES = (
+    "vote",
+    "begin_quorum_epoch",
+    "end_quorum_epoch",
+    "fetch_snapshot",
     "api_versions",
     "metadata",
     "produce",

@@ -27,6 +27,9 @@ KAFKA_STORAGE_ERROR; whole response: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_S
 How far a fetch reads is Kafka's ``FetchIsolation``: a replica id >= 0 (a follower) up to the
 log end offset, read_committed up to the last stable offset, else up to the high watermark.
 
+On a controller listener, Fetch is the Raft replication of ``__cluster_metadata`` (KIP-595),
+answered by this node's Raft node (``broker.quorum``).
+
 Not implemented: follower fetches (a replica id >= 0 is read as a follower would be, up to the
 log end offset, but no follower state is kept), leader epoch
 checks (current_leader_epoch), preferred read replicas, diverging epochs, quotas.
@@ -44,15 +47,18 @@ from typing import Any
 from uuid import UUID
 
 from broker.apis import (
+    CONTROLLER_LISTENER,
     ApiSpec,
     HandlerResult,
     RequestContext,
     ResponsePart,
     ZeroCopyResponse,
+    listener_type,
     register,
 )
 from broker.auth.acl import AclOperation, ResourceType
 from broker.fetch_session import FetchContext, PartitionKey, RequestedPartition
+from broker.quorum import quorum_request
 from protocol.codec import ZERO_UUID, write_uvarint
 from protocol.errors import (
     KafkaError,
@@ -93,6 +99,8 @@ class PartitionRead:
 
 
 def handle(context: RequestContext, request: FetchRequest) -> HandlerResult:
+    if listener_type(context.broker.config, context.listener_name) == CONTROLLER_LISTENER:
+        return quorum_request(context.broker, request)  # the metadata log's Raft fetch (KRaft)
     requested, forgotten = _requested(context, request)
     session = context.broker.fetch_sessions.new_context(
         session_id=request.session_id, session_epoch=request.session_epoch,

@@ -75,13 +75,13 @@ class QuorumController(PlanningController):
         default_replication_factor: int,
         default_config: Callable[[], LogConfig],
         image: Callable[[], MetadataImage],
-        quorum: QuorumClient,
+        quorum: QuorumClient | None = None,
     ) -> None:
         super().__init__(node_id=node_id, default_num_partitions=default_num_partitions,
                          default_replication_factor=default_replication_factor,
                          default_config=default_config)
         self._image = image
-        self._quorum = quorum
+        self.quorum = quorum  # set before the Raft node starts (it needs the log opened first)
         self._queue: deque[_Operation] = deque()
         self._in_flight: _InFlight | None = None
         self._leading_epoch: int | None = None  # the epoch this node leads, if it does
@@ -156,8 +156,9 @@ class QuorumController(PlanningController):
             if not records:
                 operation.proposal.resolve(value)
                 continue
+            assert self.quorum is not None, "the quorum is set at start-up"
             try:
-                last_offset = self._quorum.propose_records(
+                last_offset = self.quorum.propose_records(
                     [encode_metadata_record(record) for record in records])
             except Exception as error:
                 logger.info("controller %d could not propose: %s", self.node_id, error)

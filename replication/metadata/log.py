@@ -104,10 +104,14 @@ class MetadataLog:
 
     # -- start-up and commits -------------------------------------------------------------------
 
-    def replay(self) -> MetadataImage:
-        """Load the snapshot files, commit the whole recovered log, rebuild the image."""
+    def replay(self, *, commit_recovered: bool = True) -> MetadataImage:
+        """Load the snapshot files and rebuild the image. One node (``commit_recovered``):
+        everything recovered is committed. In a quorum the committed prefix is only known once
+        the quorum says (Kafka keeps the metadata high watermark in memory): the image is the
+        newest snapshot's, and the rest is applied as the Raft high watermark reaches it."""
         self.raft_log.load_snapshots()
-        self.raft_log.update_high_watermark(self.raft_log.end_offset)
+        if commit_recovered:
+            self.raft_log.update_high_watermark(self.raft_log.end_offset)
         return self.loader.replay()
 
     def append(self, messages: Sequence[Message]) -> int:
