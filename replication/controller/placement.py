@@ -19,7 +19,8 @@ Goals, in priority order (each partition's replica list is its leader first):
    racks interleaved, so over one placement no unfenced broker leads more than one partition
    more than another;
 4. spread all replicas evenly: a follower is the eligible broker with the fewest replicas placed
-   so far, ties broken by a rotating order.
+   so far, ties broken by a rotating order (greedy, so near-even: without racks or fencing the
+   property tests find replica counts within 2 of each other).
 The randomness (which broker the cycle starts at, the order within racks) comes from the ``rng``
 passed in, so a seeded ``random.Random`` gives a reproducible placement. This is our own
 algorithm for Kafka's goals, not a port of Kafka's code: Kafka's striped walk can favour a
