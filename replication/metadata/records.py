@@ -32,7 +32,7 @@ class MetadataRecordError(Exception):
 def encode_metadata_record(record: Message, version: int | None = None) -> bytes:
     """Frame ``record`` at ``version``; by default at the lowest version that holds every field
     the record sets (a RegisterBrokerRecord in controlled shutdown needs v1, a PartitionRecord
-    of a recovering leader v1), so older readers can read whatever does not need more."""
+    with eligible leader replicas v2), so older readers can read whatever does not need more."""
     if version is not None:
         return _frame(record, version)
     for candidate in range(record.MIN_VERSION, record.MAX_VERSION):
