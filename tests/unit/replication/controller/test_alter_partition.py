@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from protocol.codec import Message
 from protocol.errors import ErrorCode, StaleBrokerEpochError
 from protocol.messages.alter_partition_request import (
     AlterPartitionRequest,
@@ -14,7 +15,7 @@ from protocol.messages.alter_partition_request import (
     TopicData,
 )
 from protocol.messages.metadata.partition_change_record import PartitionChangeRecord
-from replication.controller.alter_partition import plan_alter_partition
+from replication.controller.alter_partition import AlterPartitionResult, plan_alter_partition
 from replication.controller.reassignment import plan_alter_partition_reassignments
 from replication.metadata.image import RECOVERING
 from tests.unit.replication.controller.cluster import Cluster
@@ -33,7 +34,8 @@ def cluster() -> Cluster:
 
 
 def alter(cluster: Cluster, *, broker_id: int = 1, version: int = 3, topic: str = "t",
-          isr: list[int] | None = None, epochs: dict[int, int] | None = None, **data: object):  # type: ignore[no-untyped-def]
+          isr: list[int] | None = None, epochs: dict[int, int] | None = None,
+          **data: object) -> tuple[list[AlterPartitionResult], list[Message]]:
     part = cluster.image.topics_by_name["t"].partitions[0]
     data.setdefault("leader_epoch", part.leader_epoch)
     data.setdefault("partition_epoch", part.partition_epoch)

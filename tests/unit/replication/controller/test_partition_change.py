@@ -33,7 +33,7 @@ def fields(record: PartitionChangeRecord | None) -> dict[str, object] | None:
         if getattr(record, name) != getattr(defaults, name)}
 
 
-CASES = [
+CASES: list[tuple[str, PartitionImage, set[int], dict[str, object], dict[str, object] | None]] = [
     # (name, partition, active brokers, targets, expected fields)
     ("nothing to do", partition([1, 2, 3], [1, 2, 3], 1), {1, 2, 3}, {}, None),
     ("isr shrink keeps the leader, no epoch bump",

@@ -21,7 +21,8 @@ from tests.unit.replication.controller.cluster import Cluster
 @st.composite
 def clusters(draw: st.DrawFn, *, fenced: bool = True) -> list[UsableBroker]:
     count = draw(st.integers(1, 9))
-    racks = draw(st.sampled_from([[None], ["a", "b"], ["a", "b", "c"], ["a", "b", "c", "d"]]))
+    rack_sets: list[list[str | None]] = [[None], ["a", "b"], ["a", "b", "c"], ["a", "b", "c", "d"]]
+    racks = draw(st.sampled_from(rack_sets))
     brokers = [UsableBroker(broker_id, draw(st.sampled_from(racks)),
                             draw(st.booleans()) if fenced else False)
                for broker_id in draw(st.lists(st.integers(0, 50), min_size=count, max_size=count,

@@ -32,16 +32,16 @@ from protocol.messages.metadata.config_record import ConfigRecord
 from protocol.messages.metadata.fence_broker_record import FenceBrokerRecord
 from protocol.messages.metadata.partition_change_record import PartitionChangeRecord
 from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
+from protocol.messages.metadata.register_broker_record import (
+    BrokerEndpoint,
+    BrokerFeature,
+    RegisterBrokerRecord,
+)
 from protocol.messages.metadata.remove_access_control_entry_record import (
     RemoveAccessControlEntryRecord,
 )
 from protocol.messages.metadata.remove_user_scram_credential_record import (
     RemoveUserScramCredentialRecord,
-)
-from protocol.messages.metadata.register_broker_record import (
-    BrokerEndpoint,
-    BrokerFeature,
-    RegisterBrokerRecord,
 )
 from protocol.messages.metadata.topic_record import TopicRecord
 from protocol.messages.metadata.unfence_broker_record import UnfenceBrokerRecord
