@@ -9,7 +9,10 @@ Registration (``plan_register_broker``, Kafka's ``registerBroker``):
   register again (DUPLICATE_BROKER_REGISTRATION otherwise);
 - a new incarnation gets a fresh broker epoch, the offset the RegisterBrokerRecord will have
   (``next_offset``), and starts fenced; the same incarnation amends its registration and keeps
-  its epoch, fencing and controlled-shutdown state.
+  its epoch, fencing and controlled-shutdown state;
+- a new incarnation of a registered broker may have restarted uncleanly: the batch first takes
+  the old incarnation out of every ISR and leadership (Kafka's ``handleBrokerUncleanShutdown``,
+  without ELR), so a restarted broker never leads with a log that lost acknowledged records.
 
 Heartbeats (``plan_broker_heartbeat``, Kafka's ``processBrokerHeartbeat``): a broker unknown or
 with another epoch is STALE_BROKER_EPOCH; its next state (``heartbeats.BrokerHeartbeatManager``)
@@ -116,9 +119,14 @@ def plan_register_broker(
     if request.is_migrating_zk_broker:
         raise BrokerIdNotRegisteredError("Controller does not support registering ZK brokers.")
     _check_features(request, finalized_features or {})
+    records: list[Message] = []
+    if existing is not None and new_incarnation:
+        records += isr_and_leader_updates(
+            image, partitions_where(image, lambda p: request.broker_id in p.isr),
+            broker_to_remove=request.broker_id)
     record = _registration_record(request)
     if existing is None or new_incarnation:
-        record.broker_epoch = next_offset
+        record.broker_epoch = next_offset + len(records)
     else:
         record.broker_epoch = existing.epoch
         record.fenced = existing.fenced
@@ -126,7 +134,8 @@ def plan_register_broker(
     if new_incarnation:
         heartbeats.remove(request.broker_id)  # the old incarnation's session ends
     heartbeats.register(request.broker_id, record.fenced, now_ms)
-    return RegistrationPlan(record.broker_epoch, (record,))
+    records.append(record)
+    return RegistrationPlan(record.broker_epoch, tuple(records))
 
 
 def _registration_record(request: BrokerRegistrationRequest) -> RegisterBrokerRecord:
@@ -231,8 +240,11 @@ def plan_unfence_broker(image: MetadataImage, broker_id: int) -> list[Message]:
     registration = _require(image, broker_id)
     records: list[Message] = [BrokerRegistrationChangeRecord(
         broker_id=broker_id, broker_epoch=registration.epoch, fenced=UNFENCE)]
+    # A broker still marked in controlled shutdown (it was told to shut down and did not
+    # re-register) is unfenced but not active: it must not be elected (Kafka would elect it).
+    to_add = NO_LEADER if registration.in_controlled_shutdown else broker_id
     records += isr_and_leader_updates(
-        image, partitions_where(image, lambda p: p.leader == NO_LEADER), broker_to_add=broker_id)
+        image, partitions_where(image, lambda p: p.leader == NO_LEADER), broker_to_add=to_add)
     return records
 
 

@@ -48,12 +48,12 @@ class Cluster:
     def register(self, broker_id: int, *, rack: str | None = None,
                  incarnation: uuid.UUID | None = None) -> int:
         incarnation = incarnation or self.incarnations.get(broker_id) or uuid.uuid4()
-        self.incarnations[broker_id] = incarnation
         request = BrokerRegistrationRequest(
             broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=incarnation,
             listeners=[Listener("PLAINTEXT", f"broker{broker_id}", 9092, 0)], rack=rack)
         plan = plan_register_broker(self.image, self.heartbeats, request, cluster_id=CLUSTER_ID,
                                     next_offset=self.next_offset, now_ms=self.now_ms)
+        self.incarnations[broker_id] = incarnation
         self.apply(plan.records)
         return plan.broker_epoch
 

@@ -247,3 +247,15 @@ def test_unregistering_removes_the_broker_from_isrs_then_the_registration() -> N
     assert cluster.partition("t").isr == (2,) and cluster.partition("t").leader == 2
     with pytest.raises(BrokerIdNotRegisteredError):
         plan_unregister_broker(cluster.image, 1)
+
+
+def test_a_new_incarnation_leaves_the_isrs_of_the_old_one() -> None:
+    cluster = Cluster()
+    cluster.start_brokers([1, 2])
+    cluster.add_topic("t", [[1, 2]])
+    cluster.now_ms += 9001  # the old session expired, not yet fenced
+    expected = cluster.next_offset + 1  # after the partition change
+    epoch = cluster.register(1, incarnation=uuid.uuid4())
+    assert epoch == expected == cluster.image.brokers.registration_offsets[1]
+    part = cluster.partition("t")
+    assert (part.leader, part.isr) == (2, (2,))
