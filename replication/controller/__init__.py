@@ -3,5 +3,9 @@
 ``Controller`` (``replication.controller.interface``) is what the broker's handlers and
 coordinators call; ``LocalController`` (``replication.controller.local``) is the single-node
 implementation. The planners it runs are the sans-IO ``plan_*`` functions of
-``replication.metadata``.
+``replication.metadata`` (topics, configs, ACLs, SCRAM) and, for a cluster, of this package:
+``placement`` (replica placement), ``heartbeats`` (broker sessions), ``cluster_control``
+(registration, heartbeats, fencing, controlled shutdown, unregistration), ``partition_change``
+(Kafka's PartitionChangeBuilder), ``alter_partition`` (KIP-497), ``elections`` (ElectLeaders,
+auto leader rebalance, unclean elections) and ``reassignment`` (KIP-455).
 """

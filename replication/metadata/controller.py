@@ -1,12 +1,19 @@
-"""The single-node controller: turns topic operations into metadata records.
+"""Topic operations as metadata records: what Kafka's ``ReplicationControlManager`` decides.
 
-What Kafka's ``ReplicationControlManager`` decides, for one node: a new topic gets a random
-UUID, ``num_partitions`` PartitionRecords with this node as the only replica, leader and ISR
-(leader epoch 0, partition epoch 0), and a ConfigRecord per explicit config; deleting writes a
-RemoveTopicRecord; adding partitions writes a PartitionRecord per new partition. A manual
-replica assignment (CreateTopics ``assignments``, CreatePartitions ``assignments``) is accepted
-when every replica list is exactly ``[this node]``, as Kafka accepts any assignment of registered
-brokers; anything else is Kafka's INVALID_REPLICA_ASSIGNMENT. Errors are Kafka's, raised as
+A new topic gets a random UUID, ``num_partitions`` PartitionRecords (leader epoch 0, partition
+epoch 0) and a ConfigRecord per explicit config; deleting writes a RemoveTopicRecord; adding
+partitions writes a PartitionRecord per new partition. Where the replicas go:
+- when the image has registered brokers (a cluster), replicas are placed over them by
+  ``replication.controller.placement`` (or taken from a manual assignment of registered brokers,
+  each listed once, every partition with the same count); the ISR is the replicas that are
+  active (unfenced, not in controlled shutdown), in replica order, and the leader is its first.
+  An ISR that would be empty is INVALID_REPLICATION_FACTOR (placed) or
+  INVALID_REPLICA_ASSIGNMENT (manual), as in Kafka;
+- when it has none (one node that does not register), this node is the only replica, leader
+  and ISR; a manual assignment is accepted when every replica list is exactly ``[this node]``
+  and is INVALID_REPLICA_ASSIGNMENT otherwise; a replication factor above 1 is
+  INVALID_REPLICATION_FACTOR.
+Errors are Kafka's, raised as
 ``protocol.errors`` exceptions: invalid names
 and collisions -> INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR (a factor above the one node there is), INVALID_CONFIG,
@@ -22,6 +29,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from random import Random
 from uuid import UUID
 
 from protocol.codec import Message
@@ -40,6 +48,7 @@ from protocol.messages.metadata.config_record import ConfigRecord
 from protocol.messages.metadata.partition_record import PartitionRecord
 from protocol.messages.metadata.remove_topic_record import RemoveTopicRecord
 from protocol.messages.metadata.topic_record import TopicRecord
+from replication.controller.placement import place_replicas, usable_brokers
 from replication.metadata.image import TOPIC_RESOURCE_TYPE, MetadataImage, TopicImage
 from replication.metadata.log import METADATA_TOPIC
 from storage.config import LogConfig
@@ -53,6 +62,7 @@ __all__ = [
     "plan_create_topic",
     "plan_delete_topic",
     "random_topic_id",
+    "validate_manual_assignment",
     "validate_topic_name",
 ]
 
@@ -60,6 +70,7 @@ __all__ = [
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 MAX_NAME_LENGTH = 249
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+_RANDOM = Random()  # placement's random start, as Kafka's placer holds one Random
 
 
 # Kafka's reserved Uuids: ZERO_UUID and METADATA_TOPIC_ID (0...01)
@@ -120,24 +131,28 @@ def plan_create_topic(
     default_replication_factor: int,
     default_config: LogConfig,
     assignments: Sequence[tuple[int, Sequence[int]]] = (),
+    rng: Random | None = None,
 ) -> TopicPlan:
-    """Kafka's ``ReplicationControlManager.createTopic`` for one node. ``assignments`` are
-    CreateTopics' manual (partition index, replica ids) pairs; then the partition count and
-    replication factor come from them and must be sent as -1."""
+    """Kafka's ``ReplicationControlManager.createTopic``. ``assignments`` are CreateTopics'
+    manual (partition index, replica ids) pairs; then the partition count and replication
+    factor come from them and must be sent as -1. ``rng`` seeds placement (tests)."""
     if name == METADATA_TOPIC:
         raise InvalidRequestError(f"Creation of internal topic {METADATA_TOPIC} is prohibited.")
     validate_topic_name(name)
     if name in image.topics_by_name:
         raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
     _check_collision(image, name)
+    clustered = len(image.brokers) > 0
     if assignments:
-        partitions, factor = _manual_layout(
-            assignments, num_partitions, replication_factor, node_id
-        )
+        layout = _manual_layout(image, assignments, num_partitions, replication_factor, node_id)
     else:
         partitions, factor = _default_layout(
-            num_partitions, replication_factor, default_num_partitions, default_replication_factor
+            num_partitions, replication_factor, default_num_partitions, default_replication_factor,
+            clustered=clustered,
         )
+        layout = (_placed(image, partitions, factor, rng) if clustered
+                  else [[node_id]] * partitions)
+    factor = len(layout[0])
     explicit = {key: value for key, value in configs.items() if value is not None}
     config = _validated_config(explicit, default_config)
     topic_id = random_topic_id()
@@ -147,17 +162,43 @@ def plan_create_topic(
         for key, value in sorted(explicit.items())
     ]
     records += [
-        PartitionRecord(
-            partition_id=index, topic_id=topic_id, replicas=[node_id], isr=[node_id],
-            leader=node_id, leader_epoch=0, partition_epoch=0,
-        )
-        for index in range(partitions)
+        _new_partition(image, topic_id, index, replicas) for index, replicas in enumerate(layout)
     ]
-    return TopicPlan(topic_id, partitions, factor, config, tuple(records))
+    return TopicPlan(topic_id, len(layout), factor, config, tuple(records))
+
+
+def _new_partition(
+    image: MetadataImage, topic_id: UUID, index: int, replicas: Sequence[int]
+) -> PartitionRecord:
+    """Kafka's ``buildPartitionRegistration``: the ISR is the active replicas (all of them on a
+    node without registrations), the leader the first of it. Callers checked it is not empty."""
+    isr = [r for r in replicas if image.brokers.is_active(r)] if len(image.brokers) else replicas
+    return PartitionRecord(
+        partition_id=index, topic_id=topic_id, replicas=list(replicas), isr=list(isr),
+        leader=isr[0], leader_epoch=0, partition_epoch=0,
+    )
+
+
+def _placed(
+    image: MetadataImage, count: int, factor: int, rng: Random | None
+) -> list[list[int]]:
+    """``count`` placements over the registered brokers, each with an active replica."""
+    try:
+        layout = place_replicas(usable_brokers(image), count, factor, rng or _RANDOM)
+    except InvalidReplicationFactorError as error:
+        raise InvalidReplicationFactorError(
+            f"Unable to replicate the partition {factor} time(s): {error.message}") from None
+    for replicas in layout:
+        if not any(image.brokers.is_active(replica) for replica in replicas):
+            raise InvalidReplicationFactorError(
+                f"Unable to replicate the partition {factor} time(s): All brokers are currently "
+                "fenced or in controlled shutdown.")
+    return layout
 
 
 def _default_layout(
-    num_partitions: int, replication_factor: int, default_partitions: int, default_factor: int
+    num_partitions: int, replication_factor: int, default_partitions: int, default_factor: int,
+    *, clustered: bool,
 ) -> tuple[int, int]:
     """The partition count and replication factor of a creation without assignments."""
     if replication_factor < -1 or replication_factor == 0:
@@ -168,7 +209,7 @@ def _default_layout(
         raise InvalidPartitionsError("Number of partitions was set to an invalid non-positive value.")
     partitions = default_partitions if num_partitions == -1 else num_partitions
     factor = default_factor if replication_factor == -1 else replication_factor
-    if factor > 1:
+    if factor > 1 and not clustered:
         raise InvalidReplicationFactorError(
             f"Unable to replicate the partition {factor} time(s): The target replication factor "
             f"of {factor} cannot be reached because only 1 broker(s) are registered."
@@ -177,11 +218,12 @@ def _default_layout(
 
 
 def _manual_layout(
+    image: MetadataImage,
     assignments: Sequence[tuple[int, Sequence[int]]],
     num_partitions: int,
     replication_factor: int,
     node_id: int,
-) -> tuple[int, int]:
+) -> list[list[int]]:
     """Kafka's checks of CreateTopics' manual assignments, in its order."""
     if replication_factor != -1:
         raise InvalidRequestError(
@@ -191,19 +233,31 @@ def _manual_layout(
         raise InvalidRequestError(
             "A manual partition assignment was specified, but numPartitions was not set to -1."
         )
-    seen: set[int] = set()
+    layout: dict[int, list[int]] = {}
+    factor: int | None = None
     for partition_index, replicas in assignments:
-        if partition_index in seen:
+        if partition_index in layout:
             raise InvalidReplicaAssignmentError(
                 f"Found multiple manual partition assignments for partition {partition_index}"
             )
-        _validate_manual_assignment(list(replicas), node_id)
-        seen.add(partition_index)
-    if seen != set(range(len(seen))):
+        validate_manual_assignment(image, list(replicas), node_id, factor)
+        _check_some_replica_active(image, replicas, partition_index)
+        factor = len(replicas)
+        layout[partition_index] = list(replicas)
+    if set(layout) != set(range(len(layout))):
         raise InvalidReplicaAssignmentError(
             "partitions should be a consecutive 0-based integer sequence"
         )
-    return len(seen), 1
+    return [layout[index] for index in range(len(layout))]
+
+
+def _check_some_replica_active(
+    image: MetadataImage, replicas: Sequence[int], partition_index: int
+) -> None:
+    if len(image.brokers) and not any(image.brokers.is_active(r) for r in replicas):
+        raise InvalidReplicaAssignmentError(
+            f"All brokers specified in the manual partition assignment for partition "
+            f"{partition_index} are fenced or in controlled shutdown.")
 
 
 def _check_collision(image: MetadataImage, name: str) -> None:
@@ -261,8 +315,10 @@ def plan_create_partitions(
     *,
     assignments: list[list[int]] | None,
     node_id: int,
+    rng: Random | None = None,
 ) -> tuple[TopicImage, tuple[Message, ...]]:
-    """Grow ``name`` to ``count`` partitions (Kafka's ``ReplicationControlManager``): increase only."""
+    """Grow ``name`` to ``count`` partitions (Kafka's ``ReplicationControlManager``): increase
+    only, each new partition with as many replicas as partition 0 has."""
     topic = image.topics_by_name.get(name)
     if topic is None:
         raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
@@ -274,37 +330,60 @@ def plan_create_partitions(
             f"The topic {name} currently has {current} partition(s); {count} would not be an increase."
         )
     additional = count - current
-    if assignments is not None:
-        if len(assignments) != additional:
-            raise InvalidReplicaAssignmentError(
-                f"Attempted to add {additional} additional partition(s), but only "
-                f"{len(assignments)} assignment(s) were specified."
-            )
-        for replicas in assignments:
-            _validate_manual_assignment(replicas, node_id)
-    records = tuple(
-        PartitionRecord(
-            partition_id=index, topic_id=topic.topic_id, replicas=[node_id], isr=[node_id],
-            leader=node_id, leader_epoch=0, partition_epoch=0,
+    if assignments is not None and len(assignments) != additional:
+        raise InvalidReplicaAssignmentError(
+            f"Attempted to add {additional} additional partition(s), but only "
+            f"{len(assignments)} assignment(s) were specified."
         )
-        for index in range(current, count)
+    layout = _new_partitions_layout(image, topic, current, count, assignments, node_id, rng)
+    records = tuple(
+        _new_partition(image, topic.topic_id, index, replicas)
+        for index, replicas in enumerate(layout, start=current)
     )
     return topic, records
 
 
-def _validate_manual_assignment(replicas: list[int], node_id: int) -> None:
-    """Kafka's ``validateManualPartitionAssignment`` with one registered broker: this node."""
+def _new_partitions_layout(
+    image: MetadataImage, topic: TopicImage, current: int, count: int,
+    assignments: list[list[int]] | None, node_id: int, rng: Random | None,
+) -> list[list[int]]:
+    factor = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
+    if assignments is None:
+        if not len(image.brokers):
+            return [[node_id]] * (count - current)
+        return _placed(image, count - current, factor, rng)
+    for offset, replicas in enumerate(assignments):
+        validate_manual_assignment(image, replicas, node_id,
+                                   factor if len(image.brokers) else None)
+        _check_some_replica_active(image, replicas, current + offset)
+    return [list(replicas) for replicas in assignments]
+
+
+def validate_manual_assignment(
+    image: MetadataImage, replicas: Sequence[int], node_id: int, factor: int | None = None
+) -> None:
+    """Kafka's ``validateManualPartitionAssignment``: a non-empty list of registered brokers
+    (this node alone when none is registered), each once, ``factor`` of them when given."""
     if not replicas:
         raise InvalidReplicaAssignmentError(
             "The manual partition assignment includes an empty replica list."
         )
+    previous = None
     for broker_id in sorted(replicas):
-        if broker_id != node_id:
+        registered = (broker_id in image.brokers.by_id if len(image.brokers)
+                      else broker_id == node_id)
+        if not registered:
             raise InvalidReplicaAssignmentError(
                 f"The manual partition assignment includes broker {broker_id}, but no such "
                 "broker is registered."
             )
-    if len(replicas) > 1:
+        if broker_id == previous:
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes the broker {broker_id} more than once."
+            )
+        previous = broker_id
+    if factor is not None and len(replicas) != factor:
         raise InvalidReplicaAssignmentError(
-            f"The manual partition assignment includes the broker {node_id} more than once."
-        )
+            f"The manual partition assignment includes a partition with {len(replicas)} "
+            f"replica(s), but this is not consistent with previous partitions, which have "
+            f"{factor} replica(s).")

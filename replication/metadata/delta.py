@@ -3,7 +3,10 @@
 ``MetadataDelta`` is filled record by record *before* each record is applied to the image
 (``observe``), so it keeps the state each touched partition had before the batch: Kafka's
 ``MetadataDelta`` / ``TopicsDelta``. ``MetadataDelta.full(image)`` is the delta of a whole image
-from nothing (start-up: every partition is new).
+from nothing (start-up: every partition and broker is new). ``brokers_before`` holds each
+broker whose registration a record of the batch touched, as it was before the batch (None: not
+registered); ``changed_brokers(image)`` pairs that with the registration after it (Kafka's
+``ClusterDelta``).
 
 ``local_changes`` (Kafka's ``TopicsDelta.localChanges``) turns a delta and the image after it
 into what the replica manager must do on node ``node_id``:
@@ -25,6 +28,7 @@ from protocol.messages.metadata.config_record import ConfigRecord
 from protocol.messages.metadata.partition_change_record import PartitionChangeRecord
 from protocol.messages.metadata.partition_record import PartitionRecord
 from protocol.messages.metadata.remove_topic_record import RemoveTopicRecord
+from replication.metadata.brokers import BROKER_RECORD_TYPES, BrokerRegistration, broker_id_of
 from replication.metadata.image import (
     BROKER_RESOURCE_TYPE,
     TOPIC_RESOURCE_TYPE,
@@ -33,7 +37,22 @@ from replication.metadata.image import (
     TopicImage,
 )
 
-__all__ = ["LocalReplicaChanges", "MetadataDelta", "ReplicaState", "local_changes"]
+__all__ = [
+    "BrokerChange",
+    "LocalReplicaChanges",
+    "MetadataDelta",
+    "ReplicaState",
+    "local_changes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange:
+    """One broker's registration before and after a batch (None: not registered)."""
+
+    broker_id: int
+    before: BrokerRegistration | None
+    after: BrokerRegistration | None
 
 
 @dataclass(slots=True)
@@ -43,10 +62,13 @@ class MetadataDelta:
     removed_topics: list[TopicImage] = field(default_factory=list)
     topic_configs_changed: set[str] = field(default_factory=set)  # topic names
     broker_configs_changed: bool = False
+    # broker id -> its registration before the batch (None: it was not registered)
+    brokers_before: dict[int, BrokerRegistration | None] = field(default_factory=dict)
 
     @classmethod
     def full(cls, image: MetadataImage) -> MetadataDelta:
         delta = cls()
+        delta.brokers_before.update((broker_id, None) for broker_id in image.brokers.by_id)
         for topic in image.topics_by_id.values():
             delta.partitions_before.update(
                 ((topic.topic_id, index), None) for index in topic.partitions)
@@ -67,6 +89,15 @@ class MetadataDelta:
                 self.topic_configs_changed.add(record.resource_name)
             elif record.resource_type == BROKER_RESOURCE_TYPE:
                 self.broker_configs_changed = True
+        elif isinstance(record, BROKER_RECORD_TYPES):
+            broker_id = broker_id_of(record)
+            self.brokers_before.setdefault(broker_id, image.brokers.get(broker_id))
+
+    def changed_brokers(self, image: MetadataImage) -> tuple[BrokerChange, ...]:
+        """The brokers whose registration the batch changed, by id; ``image`` is after it."""
+        changes = (BrokerChange(broker_id, before, image.brokers.get(broker_id))
+                   for broker_id, before in sorted(self.brokers_before.items()))
+        return tuple(change for change in changes if change.before != change.after)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,13 @@ Invariants:
   (as text) that node's own; a ConfigRecord with a null value deletes a key; an empty set of
   configs is dropped.
 
+- a PartitionChangeRecord is merged as Kafka's ``PartitionRegistration.merge``: a null field
+  (or -2 leader, -1 leader recovery state) keeps the old value; naming a leader, even the same
+  one, starts a new leader epoch; every change starts a new partition epoch.
+
 Records are applied in log order by ``apply``; a record type the image does not track
-(brokers, features, ...) is ignored; ACL records go to ``acls``, SCRAM credentials to
-``scram``.
+(features, ...) is ignored; broker registrations go to ``brokers``
+(``replication.metadata.brokers``), ACL records to ``acls``, SCRAM credentials to ``scram``.
 The image is owned by the broker's event loop.
 """
 
@@ -38,16 +42,21 @@ from protocol.messages.metadata.remove_user_scram_credential_record import (
 from protocol.messages.metadata.topic_record import TopicRecord
 from protocol.messages.metadata.user_scram_credential_record import UserScramCredentialRecord
 from replication.metadata.acls import AclImage
+from replication.metadata.brokers import BROKER_RECORD_TYPES, BrokersImage
 from replication.metadata.scram import ScramCredentials
 
 __all__ = [
     "BROKER_RESOURCE_TYPE",
     "GROUP_RESOURCE_TYPE",
+    "NO_LEADER",
     "NO_LEADER_CHANGE",
+    "RECOVERED",
+    "RECOVERING",
     "TOPIC_RESOURCE_TYPE",
     "MetadataImage",
     "PartitionImage",
     "TopicImage",
+    "merge_partition",
 ]
 
 logger = logging.getLogger("samsa.replication.metadata")
@@ -55,7 +64,10 @@ logger = logging.getLogger("samsa.replication.metadata")
 TOPIC_RESOURCE_TYPE = 2  # Kafka's ConfigResource.Type.TOPIC
 BROKER_RESOURCE_TYPE = 4  # Kafka's ConfigResource.Type.BROKER
 GROUP_RESOURCE_TYPE = 32  # Kafka's ConfigResource.Type.GROUP (KIP-848 group configs)
+NO_LEADER = -1  # Kafka's LeaderConstants.NO_LEADER
 NO_LEADER_CHANGE = -2  # Kafka's LeaderConstants.NO_LEADER_CHANGE (PartitionChangeRecord.leader)
+RECOVERED = 0  # Kafka's LeaderRecoveryState: the leader's log is complete
+RECOVERING = 1  # chosen by an unclean election, not yet recovered; -1 in a change: no change
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +78,56 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()  # a reassignment in progress: replicas to drop
+    adding_replicas: tuple[int, ...] = ()  # ... and replicas being added
+    leader_recovery_state: int = RECOVERED
+    eligible_leader_replicas: tuple[int, ...] = ()  # KIP-966 ELR, kept when records carry it
+    last_known_elr: tuple[int, ...] = ()
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0] if self.replicas else NO_LEADER
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
+
+    @classmethod
+    def from_record(cls, record: PartitionRecord) -> PartitionImage:
+        return cls(
+            partition_id=record.partition_id, replicas=tuple(record.replicas),
+            isr=tuple(record.isr), leader=record.leader, leader_epoch=record.leader_epoch,
+            partition_epoch=record.partition_epoch,
+            removing_replicas=tuple(record.removing_replicas),
+            adding_replicas=tuple(record.adding_replicas),
+            leader_recovery_state=record.leader_recovery_state,
+            eligible_leader_replicas=tuple(record.eligible_leader_replicas or ()),
+            last_known_elr=tuple(record.last_known_elr or ()),
+        )
+
+
+def merge_partition(old: PartitionImage, record: PartitionChangeRecord) -> PartitionImage:
+    """``old`` with ``record`` applied (Kafka's ``PartitionRegistration.merge``)."""
+    changes_leader = record.leader != NO_LEADER_CHANGE
+    return PartitionImage(
+        partition_id=old.partition_id,
+        replicas=_or_old(record.replicas, old.replicas),
+        isr=_or_old(record.isr, old.isr),
+        leader=record.leader if changes_leader else old.leader,
+        leader_epoch=old.leader_epoch + 1 if changes_leader else old.leader_epoch,
+        partition_epoch=old.partition_epoch + 1,
+        removing_replicas=_or_old(record.removing_replicas, old.removing_replicas),
+        adding_replicas=_or_old(record.adding_replicas, old.adding_replicas),
+        leader_recovery_state=(old.leader_recovery_state if record.leader_recovery_state == -1
+                               else record.leader_recovery_state),
+        eligible_leader_replicas=_or_old(record.eligible_leader_replicas,
+                                         old.eligible_leader_replicas),
+        last_known_elr=_or_old(record.last_known_elr, old.last_known_elr),
+    )
+
+
+def _or_old(new: list[int] | None, old: tuple[int, ...]) -> tuple[int, ...]:
+    return old if new is None else tuple(new)
 
 
 @dataclass(slots=True)
@@ -86,6 +148,7 @@ class MetadataImage:
     last_offset: int = -1  # the offset of the last record applied
     acls: AclImage = field(default_factory=AclImage)  # replication.metadata.acls
     scram: ScramCredentials = field(default_factory=ScramCredentials)  # replication.metadata.scram
+    brokers: BrokersImage = field(default_factory=BrokersImage)  # replication.metadata.brokers
 
     def configs_of(self, topic: str) -> dict[str, str]:
         return dict(self.topic_configs.get(topic, {}))
@@ -108,6 +171,8 @@ class MetadataImage:
             self.acls.apply(record)
         elif isinstance(record, (UserScramCredentialRecord, RemoveUserScramCredentialRecord)):
             self.scram.apply(record)
+        elif isinstance(record, BROKER_RECORD_TYPES):
+            self.brokers.apply(record, offset)
         if offset >= 0:
             self.last_offset = offset
 
@@ -121,31 +186,14 @@ class MetadataImage:
         if topic is None:
             logger.warning("PartitionRecord for unknown topic id %s ignored", record.topic_id)
             return
-        topic.partitions[record.partition_id] = PartitionImage(
-            partition_id=record.partition_id,
-            replicas=tuple(record.replicas),
-            isr=tuple(record.isr),
-            leader=record.leader,
-            leader_epoch=record.leader_epoch,
-            partition_epoch=record.partition_epoch,
-        )
+        topic.partitions[record.partition_id] = PartitionImage.from_record(record)
 
     def _change_partition(self, record: PartitionChangeRecord) -> None:
         topic = self.topics_by_id.get(record.topic_id)
         old = None if topic is None else topic.partitions.get(record.partition_id)
         if topic is None or old is None:
             return
-        # Kafka's PartitionRegistration.merge: a record that names a leader (-2: no change) starts
-        # a new leader epoch, even when it names the same leader again.
-        changes_leader = record.leader != NO_LEADER_CHANGE
-        topic.partitions[record.partition_id] = PartitionImage(
-            partition_id=old.partition_id,
-            replicas=tuple(record.replicas) if record.replicas is not None else old.replicas,
-            isr=tuple(record.isr) if record.isr is not None else old.isr,
-            leader=record.leader if changes_leader else old.leader,
-            leader_epoch=old.leader_epoch + 1 if changes_leader else old.leader_epoch,
-            partition_epoch=old.partition_epoch + 1,
-        )
+        topic.partitions[record.partition_id] = merge_partition(old, record)
 
     def _set_config(self, record: ConfigRecord) -> None:
         if record.resource_type == TOPIC_RESOURCE_TYPE:

@@ -1,12 +1,17 @@
 """The records that rebuild a metadata image: what a snapshot holds (Kafka's ``image.write``).
 
-``image_records(image)`` gives, in Kafka's ``MetadataImage.write`` order (topics, configs,
-producer ids, ACLs, SCRAM): per topic its TopicRecord and a PartitionRecord per partition; a
+``image_records(image)`` gives, in Kafka's ``MetadataImage.write`` order (cluster, topics,
+configs, producer ids, ACLs, SCRAM): a RegisterBrokerRecord per registered broker (its epoch,
+fencing and controlled-shutdown state included, as Kafka's ``BrokerRegistration.toRecord``); per
+topic its TopicRecord and a PartitionRecord per partition (reassignment, leader recovery state
+and ELR included); a
 ConfigRecord per key of every TOPIC, BROKER and GROUP config resource; one ProducerIdsRecord
 (broker id -1, broker epoch -1, as Kafka's ``ProducerIdsImage.write``) when a block was ever
 handed out; an AccessControlEntryRecord per ACL with its id; a UserScramCredentialRecord per
 (user, mechanism). Applying them in order to an empty ``MetadataImage`` gives an image equal to
-``image`` (ACL ``generation`` and ``last_offset`` aside: they count history, not state).
+``image`` (ACL ``generation``, ``last_offset`` and the brokers' ``registration_offsets`` aside:
+they count history, not state; a registration read back from a snapshot takes its epoch, the
+offset the controller wrote it at, as its registration offset).
 
 Invariant to keep: every piece of state ``MetadataImage.apply`` keeps must be written here, or
 a snapshot loses it; ``tests/unit/replication/metadata/test_snapshot.py`` checks the round trip
@@ -40,6 +45,8 @@ __all__ = ["copy_image", "image_records"]
 
 
 def image_records(image: MetadataImage) -> Iterator[Message]:
+    for registration in image.brokers.by_id.values():
+        yield registration.to_record()
     yield from _topic_records(image)
     for resource_type, by_resource in (
         (TOPIC_RESOURCE_TYPE, image.topic_configs),
@@ -64,6 +71,12 @@ def _topic_records(image: MetadataImage) -> Iterator[Message]:
                 replicas=list(partition.replicas), isr=list(partition.isr),
                 leader=partition.leader, leader_epoch=partition.leader_epoch,
                 partition_epoch=partition.partition_epoch,
+                removing_replicas=list(partition.removing_replicas),
+                adding_replicas=list(partition.adding_replicas),
+                leader_recovery_state=partition.leader_recovery_state,
+                # None, not []: a record without ELR encodes at the versions before KIP-966
+                eligible_leader_replicas=list(partition.eligible_leader_replicas) or None,
+                last_known_elr=list(partition.last_known_elr) or None,
             )
 
 
@@ -101,4 +114,5 @@ def copy_image(image: MetadataImage) -> MetadataImage:
         acls=AclImage(dict(image.acls.by_id), dict(image.acls.counts), image.acls.generation),
         scram=ScramCredentials({user: dict(mechanisms)
                                 for user, mechanisms in image.scram.by_user.items()}),
+        brokers=image.brokers.copy(),
     )

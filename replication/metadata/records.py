@@ -17,6 +17,7 @@ takes it, see the report of issue #3.)
 from __future__ import annotations
 
 from protocol.codec import DecodeError, Message, read_uvarint, write_uvarint
+from protocol.errors import UnsupportedVersionError
 from protocol.messages.metadata import RECORD_TYPES
 
 __all__ = ["FRAME_VERSION", "MetadataRecordError", "decode_metadata_record", "encode_metadata_record"]
@@ -29,8 +30,20 @@ class MetadataRecordError(Exception):
 
 
 def encode_metadata_record(record: Message, version: int | None = None) -> bytes:
-    """Frame ``record`` at ``version`` (default: the lowest, which every reader understands)."""
-    version = record.MIN_VERSION if version is None else version
+    """Frame ``record`` at ``version``; by default at the lowest version that holds every field
+    the record sets (a RegisterBrokerRecord in controlled shutdown needs v1, a PartitionRecord
+    with eligible leader replicas v2), so older readers can read whatever does not need more."""
+    if version is not None:
+        return _frame(record, version)
+    for candidate in range(record.MIN_VERSION, record.MAX_VERSION):
+        try:
+            return _frame(record, candidate)
+        except UnsupportedVersionError:
+            continue  # a field set here is not in this version
+    return _frame(record, record.MAX_VERSION)
+
+
+def _frame(record: Message, version: int) -> bytes:
     out = bytearray()
     write_uvarint(out, FRAME_VERSION)
     write_uvarint(out, record.API_KEY)

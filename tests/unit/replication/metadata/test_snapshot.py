@@ -19,13 +19,24 @@ from protocol.codec import Message
 from protocol.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidReplicationFactorError,
     InvalidTopicExceptionError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 from protocol.messages.metadata.access_control_entry_record import AccessControlEntryRecord
+from protocol.messages.metadata.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
 from protocol.messages.metadata.config_record import ConfigRecord
+from protocol.messages.metadata.fence_broker_record import FenceBrokerRecord
+from protocol.messages.metadata.partition_change_record import PartitionChangeRecord
 from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
+from protocol.messages.metadata.register_broker_record import (
+    BrokerEndpoint,
+    BrokerFeature,
+    RegisterBrokerRecord,
+)
 from protocol.messages.metadata.remove_access_control_entry_record import (
     RemoveAccessControlEntryRecord,
 )
@@ -33,6 +44,8 @@ from protocol.messages.metadata.remove_user_scram_credential_record import (
     RemoveUserScramCredentialRecord,
 )
 from protocol.messages.metadata.topic_record import TopicRecord
+from protocol.messages.metadata.unfence_broker_record import UnfenceBrokerRecord
+from protocol.messages.metadata.unregister_broker_record import UnregisterBrokerRecord
 from protocol.messages.metadata.user_scram_credential_record import UserScramCredentialRecord
 from protocol.messages.snapshot_header_record import SnapshotHeaderRecord
 from protocol.records import decode_batch, iter_batches
@@ -212,6 +225,7 @@ NAMES = ["a", "b", "c.d", "c_d", "e_f"]  # c.d and c_d collide, as in Kafka
 GROUPS = ["g1", "g2"]
 USERS = ["alice", "bob"]
 ACL_IDS = [uuid.UUID(int=n) for n in range(1, 5)]
+BROKERS = [1, 2, 3]
 
 topic_operations = st.one_of(
     st.tuples(st.just("create"), st.sampled_from(NAMES), st.integers(1, 3),
@@ -231,6 +245,18 @@ other_operations = st.one_of(
     st.tuples(st.just("unacl"), st.sampled_from(ACL_IDS)),
     st.tuples(st.just("scram"), st.sampled_from(USERS), st.sampled_from([1, 2]), st.binary(max_size=8)),
     st.tuples(st.just("unscram"), st.sampled_from(USERS), st.sampled_from([1, 2])),
+    st.tuples(st.just("register"), st.sampled_from(BROKERS), st.integers(0, 2),
+              st.sampled_from([None, "", "rack-a"]), st.booleans(), st.booleans()),
+    st.tuples(st.just("broker_change"), st.sampled_from(BROKERS), st.sampled_from([-1, 0, 1]),
+              st.sampled_from([0, 1])),
+    st.tuples(st.just("fence"), st.sampled_from(BROKERS), st.booleans()),
+    st.tuples(st.just("unregister"), st.sampled_from(BROKERS)),
+    st.tuples(st.just("partition_change"), st.sampled_from(NAMES), st.integers(0, 2),
+              st.sampled_from([-2, -1, 1, 2]),
+              st.one_of(st.none(), st.lists(st.sampled_from(BROKERS), max_size=3, unique=True)),
+              st.one_of(st.none(), st.lists(st.sampled_from(BROKERS), max_size=2, unique=True)),
+              st.sampled_from([-1, 0, 1]),
+              st.one_of(st.none(), st.lists(st.sampled_from(BROKERS), max_size=2, unique=True))),
 )
 # Half topic operations: drawn one kind in nine, a topic would rarely live long enough for
 # deletes, growth and name collisions to be accepted or refused on their merits.
@@ -253,13 +279,27 @@ def expected_refusal(image: MetadataImage, operation: tuple) -> type[Exception] 
             return TopicAlreadyExistsError
         if any(name.replace(".", "_") == other.replace(".", "_") for other in image.topics_by_name):
             return InvalidTopicExceptionError
+        if not can_place(image, 1):
+            return InvalidReplicationFactorError
         if any(item in INVALID_CONFIGS for item in configs.items()):
             return InvalidConfigError
     elif kind in ("delete", "grow") and topic is None:
         return UnknownTopicOrPartitionError
     elif kind == "grow" and args[1] == 0:
         return InvalidPartitionsError  # the same count is no increase
+    elif kind == "grow" and topic is not None and not can_place(image, len(topic.partitions[0].replicas)):
+        return InvalidReplicationFactorError
     return None
+
+
+def can_place(image: MetadataImage, factor: int) -> bool:
+    """Whether ``factor`` replicas can be placed: always on a node without registrations;
+    with them, some usable broker (not in controlled shutdown) must be unfenced and there must
+    be ``factor`` usable brokers."""
+    if not len(image.brokers):
+        return True
+    usable = [b for b in image.brokers.by_id.values() if not b.in_controlled_shutdown]
+    return any(not b.fenced for b in usable) and factor <= len(usable)
 
 
 def records_of(image: MetadataImage, operation: tuple) -> list[Message]:  # type: ignore[type-arg]
@@ -288,10 +328,14 @@ def _planned_records(image: MetadataImage, operation: tuple) -> list[Message]:
         topic = image.topics_by_name.get(args[0])
         count = (len(topic.partitions) if topic else 0) + args[1]
         return list(plan_create_partitions(image, args[0], count, assignments=None, node_id=1)[1])
-    return _direct_records(kind, args)
+    return _direct_records(kind, args, image)
 
 
-def _direct_records(kind: str, args: list) -> list[Message]:  # type: ignore[type-arg]
+def _direct_records(kind: str, args: list, image: MetadataImage) -> list[Message]:  # type: ignore[type-arg]
+    if kind in ("register", "broker_change", "fence", "unregister"):
+        return _broker_records(kind, args, image)
+    if kind == "partition_change":
+        return _partition_change(args, image)
     if kind == "config":
         return [ConfigRecord(resource_type=args[0], resource_name=args[1], name=args[2], value=args[3])]
     if kind == "producer_ids":
@@ -309,13 +353,46 @@ def _direct_records(kind: str, args: list) -> list[Message]:  # type: ignore[typ
     return [RemoveUserScramCredentialRecord(name=args[0], mechanism=args[1])]
 
 
+def _broker_records(kind: str, args: list, image: MetadataImage) -> list[Message]:  # type: ignore[type-arg]
+    """Broker records with the registered epoch (an unregistered broker: epoch 5, ignored)."""
+    broker_id = args[0]
+    registration = image.brokers.get(broker_id)
+    epoch = registration.epoch if registration is not None else 5
+    if kind == "register":
+        return [RegisterBrokerRecord(
+            broker_id=broker_id, incarnation_id=uuid.UUID(int=100 + args[1]),
+            broker_epoch=len(image.brokers) * 10 + args[1], rack=args[2], fenced=args[3],
+            in_controlled_shutdown=args[4],
+            end_points=[BrokerEndpoint("PLAINTEXT", f"b{broker_id}", 9092, 0)],
+            features=[BrokerFeature("metadata.version", 1, 21)])]
+    if kind == "broker_change":
+        return [BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch,
+                                               fenced=args[1], in_controlled_shutdown=args[2])]
+    if kind == "fence":
+        record_type = FenceBrokerRecord if args[1] else UnfenceBrokerRecord
+        return [record_type(id=broker_id, epoch=epoch)]
+    return [UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch)]
+
+
+def _partition_change(args: list, image: MetadataImage) -> list[Message]:  # type: ignore[type-arg]
+    name, index, leader, isr, adding, recovery, elr = args
+    topic = image.topics_by_name.get(name)
+    if topic is None or index not in topic.partitions:
+        return []
+    return [PartitionChangeRecord(
+        partition_id=index, topic_id=topic.topic_id, leader=leader, isr=isr,
+        replicas=None if adding is None else [*adding, 1], adding_replicas=adding,
+        removing_replicas=None if adding is None else [], leader_recovery_state=recovery,
+        eligible_leader_replicas=elr)]
+
+
 def state(image: MetadataImage) -> tuple:  # type: ignore[type-arg]
     """All of an image but its history counters (ACL generation, last offset)."""
     return (
         {name: (t.topic_id, t.partitions) for name, t in image.topics_by_name.items()},
         {topic_id: t.name for topic_id, t in image.topics_by_id.items()},
         image.topic_configs, image.broker_configs, image.group_configs, image.next_producer_id,
-        image.acls.by_id, image.acls.counts, image.scram.by_user,
+        image.acls.by_id, image.acls.counts, image.scram.by_user, image.brokers.by_id,
     )
 
 
