@@ -14,20 +14,20 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.apis import BROKER_LISTENER, listener_type
 from broker.auth.authorizer import Authorizer, parse_super_users
-from broker.config import BrokerConfig, Listener
+from broker.config import BrokerConfig, Listener, endpoint_for
 from broker.config_admin import dynamic_log_config
+from broker.controller_router import ControllerRouter
 from broker.fetch_session import FetchSessionCache
+from broker.forwarding import FORWARDABLE_API_KEYS, Forwarder
 from broker.group.coordinator import GroupCoordinator
 from broker.group.loading import OffsetsLoader
 from broker.group.offsets import OffsetsConfig, OffsetStore
-from broker.meta_properties import load_cluster_id
+from broker.meta_properties import load_cluster_id, random_uuid
 from broker.purgatory_reaper import PurgatoryReaper
 from broker.transaction.service import TransactionService
 from replication.append import ReplicaAppender
-from broker.controller_router import ControllerRouter
-from broker.forwarding import FORWARDABLE_API_KEYS, Forwarder
-from broker.apis import BROKER_LISTENER, listener_type
 from replication.controller.local import LocalController
 from replication.controller.quorum import QuorumController
 from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
@@ -104,7 +104,10 @@ class Broker:
                     node_id=config.node_id, default_num_partitions=config.num_partitions,
                     default_replication_factor=config.default_replication_factor,
                     default_config=lambda: log_manager.default_config,
-                    image=lambda: replica_manager.image,
+                    image=lambda: replica_manager.image, clock_ms=clock.milliseconds,
+                    # a formatted node (samsa storage format) brings its id, else a new one
+                    new_cluster_id=lambda: broker.cluster_id or random_uuid(),
+                    session_timeout_ms=config.kraft.broker_session_timeout_ms,
                 )
             controller = ControllerRouter(
                 quorum_controller, image=lambda: replica_manager.image,
@@ -182,6 +185,33 @@ class Broker:
         if self.quorum_controller is not None:
             self.quorum_controller.quorum = quorum.driver
         self.forwarder = Forwarder(quorum.clients, lambda: quorum.leader_id)
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller as clients are told (Metadata, DescribeCluster): the quorum's
+        leader in KRaft (-1 while none is known), this node on a single node."""
+        if self.quorum is None:
+            return self.node_id
+        leader_id = self.quorum.leader_id
+        return -1 if leader_id is None else leader_id
+
+    def live_brokers(self, listener_name: str) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of each broker clients may use, at its endpoint for the
+        client's listener: every registered, unfenced broker in KRaft (Kafka's alive brokers),
+        this node on a single node."""
+        if self.quorum is None:
+            return [(self.node_id, listener.host, listener.port, None)
+                    for listener in endpoint_for(self.advertised, listener_name)]
+        live = []
+        for registration in sorted(self.replica_manager.image.brokers.by_id.values(),
+                                   key=lambda registration: registration.broker_id):
+            if registration.fenced:
+                continue
+            for endpoint in registration.listeners:
+                if endpoint.name == listener_name.upper():
+                    live.append((registration.broker_id, endpoint.host, endpoint.port,
+                                 registration.rack))
+        return live
 
     def forwarder_for(self, api_key: int, listener_name: str) -> Forwarder | None:
         """KRaft's forwarding: an admin request on a broker listener goes to the active

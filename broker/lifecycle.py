@@ -44,6 +44,11 @@ __all__ = ["BrokerLifecycleManager", "BrokerState"]
 
 logger = logging.getLogger("samsa.broker.lifecycle")
 
+# A controlled shutdown with no controller answering (the quorum lost its majority, as when a
+# whole cluster stops) goes ahead after this many unanswered heartbeats: nothing can move the
+# leaderships then, and waiting would only delay the stop.
+UNANSWERED_BEFORE_GIVING_UP = 3
+
 Send = Callable[[Message], Awaitable[Message | None]]
 
 
@@ -87,6 +92,7 @@ class BrokerLifecycleManager:
         self._shut_down_allowed = asyncio.Event()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._unanswered = 0  # heartbeats in a row with no answer
 
     # -- running ------------------------------------------------------------------------------
 
@@ -124,8 +130,9 @@ class BrokerLifecycleManager:
                 continue
             await self._heartbeat()
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval_s)
+            timer = asyncio.get_running_loop().call_later(self._interval_s, self._wake.set)
+            await self._wake.wait()  # the interval, or a state change that must be told now
+            timer.cancel()
 
     async def _register(self) -> bool:
         request = BrokerRegistrationRequest(
@@ -153,7 +160,17 @@ class BrokerLifecycleManager:
         )
         response = await self._send(request)
         if isinstance(response, BrokerHeartbeatResponse):
+            self._unanswered = 0
             self._on_heartbeat_response(response)
+            return
+        self._unanswered += 1
+        if self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN and \
+                self._unanswered >= UNANSWERED_BEFORE_GIVING_UP:
+            logger.warning("no controller answers: shutting down without moving leaderships")
+            self._shut_down_allowed.set()
+        elif self.state is BrokerState.PENDING_CONTROLLED_SHUTDOWN:
+            await asyncio.sleep(self._backoff_s)  # try the next controller soon
+            self._wake.set()
 
     def _on_heartbeat_response(self, response: BrokerHeartbeatResponse) -> None:
         if response.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):

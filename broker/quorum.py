@@ -21,17 +21,21 @@ Owned by the broker's event loop.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.lifecycle import BrokerLifecycleManager
 from broker.meta_properties import write_cluster_id
 from broker.node_client import NodeClients
 from broker.raft_driver import RaftDriver
 from protocol.codec import Message
 from protocol.errors import ErrorCode, KafkaError, UnknownServerError
+from protocol.messages.broker_registration_request import Listener as RegisteredListener
 from replication.raft.config import RaftConfig
 from replication.raft.log import SnapshotId
 from replication.raft.messages import top_level_error_response
@@ -46,6 +50,8 @@ __all__ = ["QUORUM_STATE_FILE", "QuorumMember", "quorum_request", "raft_error_re
 logger = logging.getLogger("samsa.broker.quorum")
 
 QUORUM_STATE_FILE = "quorum-state"
+CONTROLLER_TICK_S = 0.25  # how often the active controller looks for expired broker sessions
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class QuorumMember:
@@ -79,16 +85,65 @@ class QuorumMember:
         )
         self.driver = RaftDriver(self.node, send=self._send, clock=broker.clock)
         self._refused_by: set[int] = set()
+        self._ticker: asyncio.Task[None] | None = None
+        self.lifecycle: BrokerLifecycleManager | None = None
         self.node.listeners.append(self)
 
     # -- running ------------------------------------------------------------------------------
 
     def start(self) -> None:
         self.driver.start()
+        loop = asyncio.get_running_loop()
+        if self.broker.quorum_controller is not None:
+            self._ticker = loop.create_task(self._tick(), name="controller-timers")
+        if self.broker.config.kraft.is_broker:
+            self.lifecycle = self._lifecycle_manager()
+            self.broker.lifecycle = self.lifecycle
+            self.lifecycle.start()
 
     async def stop(self) -> None:
+        """Controlled shutdown first (leaderships moved away while the quorum still runs),
+        then the Raft node resigns and stops."""
+        if self.lifecycle is not None:
+            timeout_s = self.broker.config.kraft.broker_session_timeout_ms / 1000
+            await self.lifecycle.controlled_shutdown(timeout_s)
+            await self.lifecycle.stop()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
         await self.driver.stop()
         await self.clients.close()
+
+    async def _tick(self) -> None:
+        controller = self.broker.quorum_controller
+        assert controller is not None
+        while True:
+            await asyncio.sleep(CONTROLLER_TICK_S)
+            controller.tick()
+
+    def _lifecycle_manager(self) -> BrokerLifecycleManager:
+        kraft = self.broker.config.kraft
+        listeners = [
+            RegisteredListener(name=listener.name, host=listener.host, port=listener.port,
+                               security_protocol=SECURITY_PROTOCOL_IDS[listener.security_protocol])
+            for listener in self.broker.advertised
+        ]
+        return BrokerLifecycleManager(
+            node_id=self.broker.node_id, cluster_id=lambda: self.broker.cluster_id,
+            listeners=listeners, rack=kraft.broker_rack, features=[],
+            send=self._send_to_controller, metadata_offset=lambda: self.metadata_offset,
+            heartbeat_interval_ms=kraft.broker_heartbeat_interval_ms,
+            retry_backoff_ms=kraft.quorum.retry_backoff_ms * 5,
+        )
+
+    async def _send_to_controller(self, message: Message) -> Message | None:
+        """A request for the active controller (None: none known, or no answer). Nothing is
+        sent before the cluster id is known (a registration must name it)."""
+        leader_id = self.node.leader_id
+        if leader_id is None or not self.broker.cluster_id:
+            return None
+        return await self.clients.send_or_none(leader_id, message)
 
     async def _send(self, destination: int, message: Message) -> Message | None:
         response = await self.clients.send_or_none(destination, message)

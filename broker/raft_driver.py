@@ -18,7 +18,6 @@ Owned by the broker's event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -67,6 +66,7 @@ class RaftDriver:
         self._waiting: dict[int, asyncio.Future[Message]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self._sending: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
@@ -78,10 +78,10 @@ class RaftDriver:
         self._flush_sends()
         if self._sending:
             await asyncio.wait(set(self._sending), timeout=1.0)
+        self._stopped = True
+        self._wake.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task
         for task in list(self._sending):
             task.cancel()
         for future in self._waiting.values():
@@ -99,6 +99,10 @@ class RaftDriver:
         self._flush_sends()
         return future
 
+    @property
+    def end_offset(self) -> int:
+        return self.node.log.end_offset
+
     def propose_records(self, records: Sequence[bytes]) -> int:
         """Append one batch as leader (raises ``NotLeaderError`` elsewhere); its last offset."""
         last_offset = self.node.propose(self._clock.milliseconds(), records)
@@ -108,15 +112,19 @@ class RaftDriver:
     # -- the loop -----------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        # A timer sets the same event as an arrival (no asyncio.wait_for: on Python 3.11 it can
+        # swallow a cancellation that lands as its inner wait completes).
+        loop = asyncio.get_running_loop()
+        while not self._stopped:
             now = self._clock.milliseconds()
             self.node.poll(now)
             self._flush_sends()
             delay_ms = max(0, self.node.next_wakeup_ms(self._clock.milliseconds())
                            - self._clock.milliseconds())
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay_ms / 1000)
+            timer = loop.call_later(delay_ms / 1000, self._wake.set)
+            await self._wake.wait()
+            timer.cancel()
 
     def _flush_sends(self) -> None:
         for send in self.node.take_sends():

@@ -141,6 +141,9 @@ _REGISTRY: dict[int, ApiSpec] = {}
 
 # The handler modules, imported once by ``load_apis``.
 API_MODULES = (
+    "broker_registration",
+    "broker_heartbeat",
+    "allocate_producer_ids",
     "vote",
     "begin_quorum_epoch",
     "end_quorum_epoch",

@@ -17,7 +17,6 @@ from __future__ import annotations
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import NOT_REQUESTED_OPERATIONS, authorize_cluster, authorized_operations
 from broker.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
-from broker.config import endpoint_for
 from protocol.errors import (
     InvalidRequestError,
     KafkaError,
@@ -48,12 +47,10 @@ def handle(context: RequestContext, request: DescribeClusterRequest) -> Describe
         endpoint_type=BROKER_ENDPOINT_TYPE,
         cluster_authorized_operations=operations,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.controller_id,
         brokers=[
-            DescribeClusterBroker(
-                broker_id=broker.node_id, host=listener.host, port=listener.port, rack=None
-            )
-            for listener in endpoint_for(broker.advertised, context.listener_name)
+            DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
+            for node_id, host, port, rack in broker.live_brokers(context.listener_name)
         ],
     )
 

@@ -26,7 +26,6 @@ from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import authorize, authorize_cluster, authorized_operations
 from broker.auth.acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.commits import refusal
-from broker.config import endpoint_for
 from protocol.codec import ZERO_UUID
 from protocol.errors import (
     InvalidRequestError,
@@ -58,11 +57,11 @@ def handle(context: RequestContext, request: MetadataRequest) -> MetadataRespons
     broker = context.broker
     response = MetadataResponse(
         brokers=[
-            MetadataResponseBroker(node_id=broker.node_id, host=listener.host, port=listener.port)
-            for listener in endpoint_for(broker.advertised, context.listener_name)
+            MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
+            for node_id, host, port, rack in broker.live_brokers(context.listener_name)
         ],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.controller_id,
     )
     wants_all = request.topics is None or (context.api_version == 0 and not request.topics)
     if wants_all:

@@ -31,10 +31,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from protocol.codec import Message
 from protocol.errors import NotControllerError
+from protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.messages.broker_registration_request import BrokerRegistrationRequest
+from replication.controller.cluster_control import (
+    HeartbeatPlan,
+    plan_broker_heartbeat,
+    plan_fence_stale_broker,
+    plan_register_broker,
+)
+from replication.controller.heartbeats import BrokerHeartbeatManager
 from replication.controller.planning import Plan, PlanningController
 from replication.controller.proposal import Proposal
-from replication.metadata.image import MetadataImage
+from replication.metadata.image import MetadataImage, cluster_id_record
 from replication.metadata.records import encode_metadata_record
 from storage.config import LogConfig
 
@@ -52,6 +62,11 @@ class QuorumClient(Protocol):
         """Append one batch as leader; its last offset. Raises if this node does not lead."""
         ...
 
+    @property
+    def end_offset(self) -> int:
+        """Where the next batch will start (a broker's epoch is its registration's offset)."""
+        ...
+
 
 @dataclass(slots=True)
 class _Operation:
@@ -64,6 +79,7 @@ class _InFlight:
     last_offset: int
     value: Any
     proposal: Proposal[Any]
+    records: Sequence[Message]
 
 
 class QuorumController(PlanningController):
@@ -76,6 +92,9 @@ class QuorumController(PlanningController):
         default_config: Callable[[], LogConfig],
         image: Callable[[], MetadataImage],
         quorum: QuorumClient | None = None,
+        clock_ms: Callable[[], int],
+        new_cluster_id: Callable[[], str],
+        session_timeout_ms: int = 9000,
     ) -> None:
         super().__init__(node_id=node_id, default_num_partitions=default_num_partitions,
                          default_replication_factor=default_replication_factor,
@@ -87,6 +106,11 @@ class QuorumController(PlanningController):
         self._leading_epoch: int | None = None  # the epoch this node leads, if it does
         self._epoch_start_offset = -1  # last offset written before that epoch began
         self._applied_offset = -1  # last committed offset applied to the image
+        self._clock_ms = clock_ms
+        self._new_cluster_id = new_cluster_id
+        self._activated_epoch: int | None = None  # the epoch whose activation ran
+        self._fencing_queued = False
+        self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
 
     @property
     def image(self) -> MetadataImage:
@@ -120,6 +144,9 @@ class QuorumController(PlanningController):
         in_flight = self._in_flight
         if in_flight is not None and last_offset >= in_flight.last_offset:
             self._in_flight = None
+            now_ms, image = self._clock_ms(), self.image
+            for record in in_flight.records:  # the sessions follow what was committed
+                self.heartbeats.replay(record, image, now_ms)
             in_flight.proposal.resolve(in_flight.value)
         self._pump()
 
@@ -144,8 +171,24 @@ class QuorumController(PlanningController):
             return Proposal.refused(error)
         return Proposal.committed(value)
 
+    def _activate(self) -> None:
+        """Once per led epoch, when active: sessions from the image (every registered broker
+        gets a fresh session, as Kafka's ``BrokerHeartbeatManager`` on failover), and a new
+        cluster's id committed before anything else."""
+        if self._activated_epoch == self._leading_epoch:
+            return
+        self._activated_epoch = self._leading_epoch
+        self.heartbeats.activate(self.image, self._clock_ms())
+        if self.image.cluster_id is None:
+            cluster_id = self._new_cluster_id()
+            logger.info("controller %d: a new cluster: id %s", self.node_id, cluster_id)
+            self._queue.appendleft(_Operation(lambda: (cluster_id, [cluster_id_record(cluster_id)]),
+                                              Proposal()))
+
     def _pump(self) -> None:
         """Plan and propose queued operations while nothing is in flight."""
+        if self.active:
+            self._activate()
         while self._queue and self._in_flight is None and self.active:
             operation = self._queue.popleft()
             try:
@@ -164,7 +207,56 @@ class QuorumController(PlanningController):
                 logger.info("controller %d could not propose: %s", self.node_id, error)
                 operation.proposal.fail(NotControllerError())
                 continue
-            self._in_flight = _InFlight(last_offset, value, operation.proposal)
+            self._in_flight = _InFlight(last_offset, value, operation.proposal, records)
+
+    # -- brokers: registration, heartbeats, fencing (KIP-631) ----------------------------------
+
+    def register_broker(self, request: BrokerRegistrationRequest) -> Proposal[int]:
+        """BrokerRegistration: resolves with the broker's new epoch."""
+        def plan() -> tuple[int, Sequence[Message]]:
+            cluster_id = self.image.cluster_id
+            if cluster_id is None:
+                raise NotControllerError("the cluster id is not committed yet")
+            assert self.quorum is not None
+            planned = plan_register_broker(
+                self.image, self.heartbeats, request, cluster_id=cluster_id,
+                next_offset=self.quorum.end_offset, now_ms=self._clock_ms())
+            return planned.broker_epoch, planned.records
+
+        return self._plan_and_propose(plan)
+
+    def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> Proposal[HeartbeatPlan]:
+        """BrokerHeartbeat: resolves with the response's fields once its records commit."""
+        def plan() -> tuple[HeartbeatPlan, Sequence[Message]]:
+            assert self.quorum is not None
+            planned = plan_broker_heartbeat(self.image, self.heartbeats, request,
+                                            now_ms=self._clock_ms(),
+                                            next_offset=self.quorum.end_offset)
+            return planned, planned.records
+
+        return self._plan_and_propose(plan)
+
+    def tick(self) -> None:
+        """Timers (the quorum member calls this periodically): fence brokers whose session
+        expired, one per operation (Kafka's ``maybeFenceOneStaleBroker``)."""
+        if not self.active or self._fencing_queued:
+            return
+        next_check = self.heartbeats.next_check_time_ms()
+        if next_check is None or next_check > self._clock_ms():
+            return
+        self._fencing_queued = True
+
+        def plan() -> tuple[int | None, Sequence[Message]]:
+            self._fencing_queued = False
+            broker_id, records = plan_fence_stale_broker(self.image, self.heartbeats,
+                                                         self._clock_ms())
+            if broker_id is not None:
+                logger.info("controller %d: fencing broker %d (session expired)",
+                            self.node_id, broker_id)
+            return broker_id, records
+
+        proposal = self._plan_and_propose(plan)
+        proposal.add_done_callback(lambda fenced: self.tick() if fenced is not None else None)
 
     def _fail_pending(self) -> None:
         in_flight, self._in_flight = self._in_flight, None
@@ -172,3 +264,4 @@ class QuorumController(PlanningController):
             in_flight.proposal.fail(NotControllerError())
         while self._queue:
             self._queue.popleft().proposal.fail(NotControllerError())
+        self._fencing_queued = False

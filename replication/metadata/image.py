@@ -149,6 +149,9 @@ class MetadataImage:
     acls: AclImage = field(default_factory=AclImage)  # replication.metadata.acls
     scram: ScramCredentials = field(default_factory=ScramCredentials)  # replication.metadata.scram
     brokers: BrokersImage = field(default_factory=BrokersImage)  # replication.metadata.brokers
+    # KRaft: the cluster id the first active controller chose (``cluster_id_record``); None on
+    # a single node, whose id lives only in meta.properties as before.
+    cluster_id: str | None = None
 
     def configs_of(self, topic: str) -> dict[str, str]:
         return dict(self.topic_configs.get(topic, {}))
@@ -196,6 +199,9 @@ class MetadataImage:
         topic.partitions[record.partition_id] = merge_partition(old, record)
 
     def _set_config(self, record: ConfigRecord) -> None:
+        if is_cluster_id_record(record):
+            self.cluster_id = self.cluster_id or record.value  # fixed once: the first one wins
+            return
         if record.resource_type == TOPIC_RESOURCE_TYPE:
             by_resource = self.topic_configs
         elif record.resource_type == BROKER_RESOURCE_TYPE:
@@ -218,3 +224,21 @@ class MetadataImage:
             return
         self.topics_by_name.pop(topic.name, None)
         self.topic_configs.pop(topic.name, None)
+
+
+# Kafka fixes a cluster's id with a format step (meta.properties only). Samsa's nodes form a
+# cluster without one: the first active controller picks the id and commits it as the first
+# record of the metadata log, in Kafka's own ConfigRecord format (the cluster-wide BROKER
+# resource "" and the key ``cluster.id``), so Kafka's tools read the log unchanged; the image
+# keeps it apart from the dynamic broker configs.
+CLUSTER_ID_CONFIG = "cluster.id"
+
+
+def cluster_id_record(cluster_id: str) -> ConfigRecord:
+    return ConfigRecord(resource_type=BROKER_RESOURCE_TYPE, resource_name="",
+                        name=CLUSTER_ID_CONFIG, value=cluster_id)
+
+
+def is_cluster_id_record(record: ConfigRecord) -> bool:
+    return (record.resource_type == BROKER_RESOURCE_TYPE and record.resource_name == ""
+            and record.name == CLUSTER_ID_CONFIG)

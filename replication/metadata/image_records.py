@@ -38,6 +38,7 @@ from replication.metadata.image import (
     TOPIC_RESOURCE_TYPE,
     MetadataImage,
     TopicImage,
+    cluster_id_record,
 )
 from replication.metadata.scram import ScramCredentials
 
@@ -45,6 +46,8 @@ __all__ = ["copy_image", "image_records"]
 
 
 def image_records(image: MetadataImage) -> Iterator[Message]:
+    if image.cluster_id is not None:
+        yield cluster_id_record(image.cluster_id)
     for registration in image.brokers.by_id.values():
         yield registration.to_record()
     yield from _topic_records(image)
@@ -115,4 +118,5 @@ def copy_image(image: MetadataImage) -> MetadataImage:
         scram=ScramCredentials({user: dict(mechanisms)
                                 for user, mechanisms in image.scram.by_user.items()}),
         brokers=image.brokers.copy(),
+        cluster_id=image.cluster_id,
     )
