@@ -62,6 +62,7 @@ class ClusterNodes:
     controller_ports: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
         ports = free_ports(2 * self.size)
         for index, node_id in enumerate(range(1, self.size + 1)):
             self.client_ports[node_id] = ports[2 * index]
