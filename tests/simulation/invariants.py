@@ -8,6 +8,9 @@ a crash or a restart), so the per-node checks run on that node and the cross-nod
   quorum-state store's ``leader_id``), across crashes.
 - MonotonicEpoch: a node's stored epoch never decreases, across restarts too; a running node's
   epoch is the stored one (the epoch is persisted before it is acted on).
+- DurableElectionState (ours, the rest of Kafka's ``epoch == stored epoch`` assertion): a
+  running node's vote and leader are the ones in its quorum-state store (persisted before the
+  node acts on them, so a crash cannot make it vote twice in an epoch).
 - MonotonicHighWatermark: a node's known high watermark never decreases within one incarnation
   (a restart starts from unknown, as KafkaRaftClient does); and the high watermark of the
   leader with the highest epoch never decreases (Kafka's rule), leader after leader.
@@ -48,6 +51,7 @@ class Invariants:
     def check_node(self, node: SimNode) -> None:
         self.check_single_leader(node)
         self.check_monotonic_epoch(node)
+        self.check_durable_election_state(node)
         self.check_monotonic_high_watermark(node)
         self.check_snapshot_at_log_start(node)
 
@@ -83,6 +87,21 @@ class Invariants:
             raise InvariantViolation(
                 "MonotonicEpoch", f"node {node.node_id} acts in epoch {raft.epoch} but its "
                                   f"quorum state says {epoch}")
+
+    # -- DurableElectionState --------------------------------------------------------------
+
+    def check_durable_election_state(self, node: SimNode) -> None:
+        raft = node.raft
+        if raft is None:
+            return
+        state = node.store.read()
+        stored = (None, None) if state is None else (state.voted_id, state.leader_id)
+        if (raft.voted_id, raft.leader_id) != stored:
+            raise InvariantViolation(
+                "DurableElectionState",
+                f"node {node.node_id} ({raft.role}, epoch {raft.epoch}) has voted for "
+                f"{raft.voted_id} and follows {raft.leader_id}; its quorum state says voted "
+                f"{stored[0]}, leader {stored[1]}")
 
     # -- MonotonicHighWatermark ------------------------------------------------------------
 

@@ -93,6 +93,8 @@ class Simulation:
         self.shell_rng = random.Random(f"{seed}/shell")
         self.fault_rng = random.Random(f"{seed}/faults")
         self.workload_rng = random.Random(f"{seed}/workload")
+        self.crash_point_rate = self.fault_rng.uniform(0.0, 0.3) \
+            if "crash" in options.faults else 0.0
         self.config = core.RaftConfig()
         self.voter_ids = list(range(options.voters))
         self.observer_ids = list(range(options.voters, options.voters + options.observers))
@@ -278,11 +280,16 @@ class Simulation:
     def _deliver(self, node: SimNode, incarnation: int, source: int, source_incarnation: int,
                  request_id: int, message: Any) -> SimNode | None:
         if node.incarnation != incarnation or not node.running:
-            return None  # sent to a process that is gone: the requester times out
+            # the process it was sent to is gone: the requester's connection is reset
+            self.push(self.now_ms + self.network.refused_after_ms(), self._complete,
+                      self.nodes[source], source_incarnation, request_id, None)
+            return None
         self.note("request", f"{source}->{node.node_id}", f"#{request_id}", message)
         node.pending[(source, request_id)] = source_incarnation
+        stored = node.store.read()
         node.raft.handle_request(self.now_ms, core.RaftRequest(source, request_id, message))
         self._after(node, poll_soon=True)
+        self._maybe_crash_point(node, stored)
         return node
 
     def _complete(self, node: SimNode, incarnation: int, request_id: int,
@@ -294,8 +301,10 @@ class Simulation:
             return None  # answered already (this is a late timeout or a duplicate answer)
         self.note("response" if message is not None else "no-response",
                   f"{source}->{node.node_id}", f"#{request_id}", message)
+        stored = node.store.read()
         node.raft.handle_response(self.now_ms, core.RaftResponse(source, request_id, message))
         self._after(node, poll_soon=True)
+        self._maybe_crash_point(node, stored)
         return node
 
     # -- faults ----------------------------------------------------------------------------
@@ -306,9 +315,13 @@ class Simulation:
             return None
         node = self.fault_rng.choice(running)
         graceful = self.fault_rng.random() < 0.25
+        self._stop(node, graceful=graceful, down_ms=self.fault_rng.randint(100, 6000))
+        return node
+
+    def _stop(self, node: SimNode, *, graceful: bool, down_ms: int) -> None:
         self.note("stop" if graceful else "crash", node.node_id, f"epoch {node.raft.epoch}",
                   node.raft.role, f"log [{node.log.start_offset}, {node.log.end_offset}) "
-                  f"flushed {node.log.flushed_end_offset}")
+                  f"flushed {node.log.flushed_end_offset}", f"down {down_ms} ms")
         if graceful:
             node.raft.shutdown(self.now_ms)
             for send in node.raft.take_sends():
@@ -316,9 +329,14 @@ class Simulation:
                     self._route_request(node, send)
         node.stop(crash=not graceful)
         self.result.crashes += 1
-        down_ms = self.fault_rng.randint(100, 6000)
         self.push(self.now_ms + down_ms, self._start, node, node.incarnation)
-        return node
+
+    def _maybe_crash_point(self, node: SimNode, stored_before: Any) -> None:
+        """A crash right after a durable write of the quorum state (a vote, a new epoch), with
+        a quick restart: the moment a forgotten or unpersisted decision would show."""
+        if self.crash_point_rate and node.store.read() != stored_before \
+                and self.healed_at_ms is None and self.fault_rng.random() < self.crash_point_rate:
+            self._stop(node, graceful=False, down_ms=self.fault_rng.randint(1, 50))
 
     def _partition(self) -> SimNode | None:
         if self.healed_at_ms is not None:
@@ -362,8 +380,9 @@ class Simulation:
             self.next_value += count
             self.result.proposals += 1
             self.note("propose", node.node_id, f"epoch {raft.epoch}", f"last offset {last_offset}")
-            if self.healed_at_ms is not None:
-                self.post_heal_proposals.setdefault(node.node_id, (raft.epoch, last_offset))
+            first = self.post_heal_proposals.get(node.node_id)
+            if self.healed_at_ms is not None and (first is None or first[0] != raft.epoch):
+                self.post_heal_proposals[node.node_id] = (raft.epoch, last_offset)
             self._after(node, poll_soon=True)
             self.invariants.check_node(node)
         return None
