@@ -8,6 +8,9 @@ a crash or a restart), so the per-node checks run on that node and the cross-nod
   quorum-state store's ``leader_id``), across crashes.
 - MonotonicEpoch: a node's stored epoch never decreases, across restarts too; a running node's
   epoch is the stored one (the epoch is persisted before it is acted on).
+- DurableElectionState (ours, the rest of Kafka's ``epoch == stored epoch`` assertion): a
+  running node's vote and leader are the ones in its quorum-state store (persisted before the
+  node acts on them, so a crash cannot make it vote twice in an epoch).
 - MonotonicHighWatermark: a node's known high watermark never decreases within one incarnation
   (a restart starts from unknown, as KafkaRaftClient does); and the high watermark of the
   leader with the highest epoch never decreases (Kafka's rule), leader after leader.
@@ -38,16 +41,19 @@ class Invariants:
         self.leaders: dict[int, int] = {}      # epoch -> its one leader
         self.stored_epochs: dict[int, int] = {node_id: 0 for node_id in nodes}
         self.leader_high_watermark = (0, 0)    # (epoch, high watermark) of the latest leader
-        self._majority_checked: dict[int, tuple[Any, ...]] = {}
+        self._majority_checked: dict[int, tuple[int, int, int]] = {}
+        self._log_signatures: dict[int, tuple[int, int, int]] = {}
+        self._logs_version = 0
 
-    def after_event(self, node: SimNode | None) -> None:
-        if node is not None:
-            self.check_node(node)
+    def after_event(self, node: SimNode) -> None:
+        self.check_node(node)
         self.check_majority_reached_high_watermark()
 
     def check_node(self, node: SimNode) -> None:
+        self._note_log(node)
         self.check_single_leader(node)
         self.check_monotonic_epoch(node)
+        self.check_durable_election_state(node)
         self.check_monotonic_high_watermark(node)
         self.check_snapshot_at_log_start(node)
 
@@ -84,6 +90,21 @@ class Invariants:
                 "MonotonicEpoch", f"node {node.node_id} acts in epoch {raft.epoch} but its "
                                   f"quorum state says {epoch}")
 
+    # -- DurableElectionState --------------------------------------------------------------
+
+    def check_durable_election_state(self, node: SimNode) -> None:
+        raft = node.raft
+        if raft is None:
+            return
+        state = node.store.read()
+        stored = (None, None) if state is None else (state.voted_id, state.leader_id)
+        if (raft.voted_id, raft.leader_id) != stored:
+            raise InvariantViolation(
+                "DurableElectionState",
+                f"node {node.node_id} ({raft.role}, epoch {raft.epoch}) has voted for "
+                f"{raft.voted_id} and follows {raft.leader_id}; its quorum state says voted "
+                f"{stored[0]}, leader {stored[1]}")
+
     # -- MonotonicHighWatermark ------------------------------------------------------------
 
     def check_monotonic_high_watermark(self, node: SimNode) -> None:
@@ -115,17 +136,24 @@ class Invariants:
     # -- MajorityReachedHighWatermark ------------------------------------------------------
 
     def check_majority_reached_high_watermark(self) -> None:
+        """Re-checked for a leader only when its epoch or high watermark, or some voter's log
+        (``_logs_version``, bumped by ``check_node``), changed since its last check."""
         for node in self.nodes.values():
             raft = node.raft
             if raft is None or raft.role != "leader" or not raft.high_watermark:
                 continue
-            key = (raft.epoch, raft.high_watermark,
-                   *((voter.log.start_offset, voter.log.end_offset, voter.log.last_fetched_epoch)
-                     for voter in self._voters()))
+            key = (raft.epoch, raft.high_watermark, self._logs_version)
             if self._majority_checked.get(node.node_id) == key:
                 continue
             self._check_majority(node, raft.epoch, raft.high_watermark)
             self._majority_checked[node.node_id] = key
+
+    def _note_log(self, node: SimNode) -> None:
+        log = node.log
+        signature = (log.start_offset, log.end_offset, log.last_fetched_epoch)
+        if node.is_voter and self._log_signatures.get(node.node_id) != signature:
+            self._log_signatures[node.node_id] = signature
+            self._logs_version += 1
 
     def _voters(self) -> list[SimNode]:
         return [self.nodes[voter_id] for voter_id in self.voter_ids]

@@ -93,6 +93,8 @@ class Simulation:
         self.shell_rng = random.Random(f"{seed}/shell")
         self.fault_rng = random.Random(f"{seed}/faults")
         self.workload_rng = random.Random(f"{seed}/workload")
+        self.crash_point_rate = self.fault_rng.uniform(0.0, 0.3) \
+            if "crash" in options.faults else 0.0
         self.config = core.RaftConfig()
         self.voter_ids = list(range(options.voters))
         self.observer_ids = list(range(options.voters, options.voters + options.observers))
@@ -136,7 +138,8 @@ class Simulation:
             self.now_ms = at
             touched = action(*args)
             events += 1
-            invariants.after_event(touched)
+            if touched is not None:  # events that change no node (stale timers) skip the checks
+                invariants.after_event(touched)
             if self.healed_at_ms is not None:
                 self._check_liveness()
         self.result.events = events
@@ -209,7 +212,7 @@ class Simulation:
 
     def _after(self, node: SimNode, *, poll_soon: bool) -> None:
         """After the node handled something: send what it has to send, apply what it
-        committed, and make sure it is polled at its next timer (or soon)."""
+        committed, and have it polled at its next timer, or soon after a message (0-2 ms)."""
         raft = node.raft
         for send in raft.take_sends():
             if send.is_response:
@@ -219,8 +222,10 @@ class Simulation:
         node.machine.catch_up(raft.log, raft.high_watermark)
         wakeup = raft.next_wakeup_ms(self.now_ms)
         if poll_soon:
-            wakeup = min(wakeup, self.now_ms + self.shell_rng.randint(0, 2))
-        self._arm(node, max(wakeup, self.now_ms))
+            self._arm(node, max(self.now_ms, min(wakeup, self.now_ms + self.shell_rng.randint(0, 2))))
+        else:
+            # a core that asks to be woken now again must not stall the simulated clock
+            self._arm(node, max(wakeup, self.now_ms + 1))
 
     def _arm(self, node: SimNode, at_ms: int) -> None:
         if at_ms < node.wakeup_ms:
@@ -232,19 +237,8 @@ class Simulation:
             return None  # superseded by an earlier wake-up, or the process is gone
         node.wakeup_ms = NEVER
         node.raft.poll(self.now_ms)
-        # a core that asks to be woken in the past must not stall the simulated clock
-        self._after_poll(node)
+        self._after(node, poll_soon=False)
         return node
-
-    def _after_poll(self, node: SimNode) -> None:
-        raft = node.raft
-        for send in raft.take_sends():
-            if send.is_response:
-                self._route_response(node, send)
-            else:
-                self._route_request(node, send)
-        node.machine.catch_up(raft.log, raft.high_watermark)
-        self._arm(node, max(raft.next_wakeup_ms(self.now_ms), self.now_ms + 1))
 
     def _route_request(self, node: SimNode, send: Any) -> None:
         request_id, destination = send.request_id, send.destination
@@ -278,11 +272,16 @@ class Simulation:
     def _deliver(self, node: SimNode, incarnation: int, source: int, source_incarnation: int,
                  request_id: int, message: Any) -> SimNode | None:
         if node.incarnation != incarnation or not node.running:
-            return None  # sent to a process that is gone: the requester times out
+            # the process it was sent to is gone: the requester's connection is reset
+            self.push(self.now_ms + self.network.refused_after_ms(), self._complete,
+                      self.nodes[source], source_incarnation, request_id, None)
+            return None
         self.note("request", f"{source}->{node.node_id}", f"#{request_id}", message)
         node.pending[(source, request_id)] = source_incarnation
+        stored = node.store.read()
         node.raft.handle_request(self.now_ms, core.RaftRequest(source, request_id, message))
         self._after(node, poll_soon=True)
+        self._maybe_crash_point(node, stored)
         return node
 
     def _complete(self, node: SimNode, incarnation: int, request_id: int,
@@ -294,8 +293,10 @@ class Simulation:
             return None  # answered already (this is a late timeout or a duplicate answer)
         self.note("response" if message is not None else "no-response",
                   f"{source}->{node.node_id}", f"#{request_id}", message)
+        stored = node.store.read()
         node.raft.handle_response(self.now_ms, core.RaftResponse(source, request_id, message))
         self._after(node, poll_soon=True)
+        self._maybe_crash_point(node, stored)
         return node
 
     # -- faults ----------------------------------------------------------------------------
@@ -306,9 +307,13 @@ class Simulation:
             return None
         node = self.fault_rng.choice(running)
         graceful = self.fault_rng.random() < 0.25
+        self._stop(node, graceful=graceful, down_ms=self.fault_rng.randint(100, 6000))
+        return node
+
+    def _stop(self, node: SimNode, *, graceful: bool, down_ms: int) -> None:
         self.note("stop" if graceful else "crash", node.node_id, f"epoch {node.raft.epoch}",
                   node.raft.role, f"log [{node.log.start_offset}, {node.log.end_offset}) "
-                  f"flushed {node.log.flushed_end_offset}")
+                  f"flushed {node.log.flushed_end_offset}", f"down {down_ms} ms")
         if graceful:
             node.raft.shutdown(self.now_ms)
             for send in node.raft.take_sends():
@@ -316,9 +321,14 @@ class Simulation:
                     self._route_request(node, send)
         node.stop(crash=not graceful)
         self.result.crashes += 1
-        down_ms = self.fault_rng.randint(100, 6000)
         self.push(self.now_ms + down_ms, self._start, node, node.incarnation)
-        return node
+
+    def _maybe_crash_point(self, node: SimNode, stored_before: Any) -> None:
+        """A crash right after a durable write of the quorum state (a vote, a new epoch), with
+        a quick restart: the moment a forgotten or unpersisted decision would show."""
+        if self.crash_point_rate and node.store.read() != stored_before \
+                and self.healed_at_ms is None and self.fault_rng.random() < self.crash_point_rate:
+            self._stop(node, graceful=False, down_ms=self.fault_rng.randint(1, 50))
 
     def _partition(self) -> SimNode | None:
         if self.healed_at_ms is not None:
@@ -343,7 +353,7 @@ class Simulation:
         for node in self.nodes.values():
             if not node.running:
                 self._start(node, node.incarnation)
-                self.invariants.check_node(node)
+                self.invariants.after_event(node)
         return None
 
     # -- workload --------------------------------------------------------------------------
@@ -362,10 +372,11 @@ class Simulation:
             self.next_value += count
             self.result.proposals += 1
             self.note("propose", node.node_id, f"epoch {raft.epoch}", f"last offset {last_offset}")
-            if self.healed_at_ms is not None:
-                self.post_heal_proposals.setdefault(node.node_id, (raft.epoch, last_offset))
+            first = self.post_heal_proposals.get(node.node_id)
+            if self.healed_at_ms is not None and (first is None or first[0] != raft.epoch):
+                self.post_heal_proposals[node.node_id] = (raft.epoch, last_offset)
             self._after(node, poll_soon=True)
-            self.invariants.check_node(node)
+            self.invariants.after_event(node)
         return None
 
     def _snapshot(self) -> SimNode | None:
@@ -373,7 +384,7 @@ class Simulation:
             if node.running and node.machine.maybe_snapshot(node.log):
                 self.note("snapshot", node.node_id, f"at {node.machine.applied_offset}")
                 self.result.snapshots_taken += 1
-                self.invariants.check_node(node)
+                self.invariants.after_event(node)
         return None
 
     # -- liveness --------------------------------------------------------------------------
