@@ -24,5 +24,8 @@ class QuorumStateError(Exception):
     """The ``quorum-state`` file is unreadable or inconsistent; names the file and why."""
 
 
-class RaftLogError(Exception):
-    """A RaftLog call that breaks the log's rules (e.g. truncating below the high watermark)."""
+class RaftLogError(ValueError):
+    """A ``RaftLog`` call its caller should not have made (the rules are in
+    ``replication.raft.log``): e.g. truncating below the high watermark, a follower append
+    that does not start at the log end offset. Bad bytes from the wire raise
+    ``protocol.errors.CorruptMessageError`` / ``InvalidRecordError`` instead."""

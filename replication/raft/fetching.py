@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from protocol.codec import Message
 from protocol.errors import ErrorCode, SnapshotNotFoundError
 from replication.raft import messages
+from replication.raft.errors import RaftLogError
 from replication.raft.follower import FollowerState
 from replication.raft.leader import HeldFetch, LeaderState
-from replication.raft.log import OffsetAndEpoch, RaftLog, SnapshotId
+from replication.raft.log import OffsetAndEpoch, RaftLog, SnapshotId, validate_offset_and_epoch
 from replication.raft.unattached import UnattachedState
 
 if TYPE_CHECKING:
@@ -101,27 +102,6 @@ def _answer_builder(node: RaftNode, state: LeaderState) -> Any:
         )  # fmt: skip
 
     return answer
-
-
-def validate_offset_and_epoch(
-    log: RaftLog, fetch_offset: int, last_fetched_epoch: int
-) -> tuple[str, OffsetAndEpoch | None]:
-    """("valid", None), ("snapshot", latest snapshot id) or ("diverging", our end for the epoch)."""
-    if log.start_offset == 0 and fetch_offset == 0:
-        return "valid", None
-    earliest = log.earliest_snapshot_id()
-    if earliest is not None and (
-        fetch_offset < log.start_offset
-        or (fetch_offset == log.start_offset and last_fetched_epoch != earliest.epoch)
-        or last_fetched_epoch < earliest.epoch
-    ):
-        latest = log.latest_snapshot_id()
-        assert latest is not None
-        return "snapshot", OffsetAndEpoch(latest.end_offset, latest.epoch)
-    end = log.end_offset_for_epoch(last_fetched_epoch)
-    if end.epoch != last_fetched_epoch or end.offset < fetch_offset:
-        return "diverging", end
-    return "valid", None
 
 
 def _hold(
@@ -204,7 +184,7 @@ def handle_fetch_snapshot(node: RaftNode, now_ms: int, request: RaftRequest) -> 
         chunk, size = node.log.read_snapshot(snapshot_id, partition.position, max_bytes)
     except SnapshotNotFoundError:
         response = messages.fetch_snapshot_response(int(ErrorCode.SNAPSHOT_NOT_FOUND), **answer)
-    except ValueError:
+    except RaftLogError:  # the position is outside the snapshot
         response = messages.fetch_snapshot_response(messages.POSITION_OUT_OF_RANGE, **answer)
     else:
         response = messages.fetch_snapshot_response(

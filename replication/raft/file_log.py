@@ -5,14 +5,16 @@ Layout: the partition directory of an ordinary ``storage.log.Log`` (segments, in
 ``leader-epoch-checkpoint``) plus KRaft snapshot files ``<end offset>-<epoch>.checkpoint``
 (``replication.metadata.snapshot``: written as ``.checkpoint.part``, fsynced, renamed).
 
-Invariants:
+Invariants (the contract's rules are in ``replication.raft.log``):
 - ``start_offset <= high_watermark <= end_offset``; ``flushed_end_offset`` is the ``Log``'s
   recovery point, below which everything is fsynced, so it survives a crash; above it a crash
-  leaves a prefix (the ``Log``'s recovery cuts at the first bad batch);
+  leaves a prefix (the ``Log``'s recovery cuts at the first bad batch; a gap between segments,
+  left when a crash emptied a segment after the next one was created, is cut off at open:
+  a Raft log is dense, where a compacted ``Log`` may have such gaps);
 - the leader appends with the storage leader path (offsets assigned, the epoch stamped, the
   epoch cache assigned before the bytes are written); a follower appends the leader's bytes
-  through the storage follower path (CRC checked, offsets and epochs kept) after checking no
-  batch claims an epoch above the fetch's leader epoch;
+  through the storage follower path (CRC checked, offsets and epochs kept) after
+  ``follower_batches`` checked them (contiguous from the end offset, epochs in range);
 - the snapshot table holds every whole ``.checkpoint`` file whose header reads back, oldest
   first; the log start offset is at or below the latest snapshot's end offset once one exists.
 
@@ -43,15 +45,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.errors import InvalidRecordError, OffsetOutOfRangeError
-from protocol.records import (
-    LOG_OVERHEAD,
-    Record,
-    RecordBatch,
-    decode_batch,
-    encode_batch,
-    read_batch_header,
-)
+from protocol.errors import OffsetOutOfRangeError, SnapshotNotFoundError
+from protocol.records import Record, RecordBatch, decode_batch, encode_batch
 from replication.metadata.snapshot import (
     SnapshotError,
     SnapshotId,
@@ -60,7 +55,13 @@ from replication.metadata.snapshot import (
     snapshot_file_name,
     write_snapshot,
 )
-from replication.raft.log import OffsetAndEpoch, OffsetRange
+from replication.raft.errors import RaftLogError
+from replication.raft.log import (
+    OffsetAndEpoch,
+    OffsetRange,
+    follower_batches,
+    validate_offset_and_epoch,
+)
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
@@ -84,6 +85,7 @@ class FileRaftLog:
     def __init__(self, log: Log) -> None:
         """Over an opened ``log``; use ``open`` to load the snapshot files as well."""
         self.log = log
+        _cut_segment_gap(log)
         self._high_watermark = log.log_start_offset
         self._lock = threading.Lock()  # guards _snapshots (owner, storage worker)
         self._snapshots: dict[SnapshotId, SnapshotInfo] = {}
@@ -118,8 +120,11 @@ class FileRaftLog:
         return self._high_watermark
 
     def update_high_watermark(self, offset: int) -> None:
-        """Kept within [start offset, end offset], as Kafka's ``updateHighWatermark``."""
-        self._high_watermark = min(max(offset, self.start_offset), self.end_offset)
+        """Never backwards, never past the end offset (``RaftLogError``)."""
+        if not self._high_watermark <= offset <= self.end_offset:
+            raise RaftLogError(f"high watermark {offset} outside [high watermark "
+                               f"{self._high_watermark}, end offset {self.end_offset}]")
+        self._high_watermark = offset
 
     @property
     def last_fetched_epoch(self) -> int:
@@ -146,7 +151,7 @@ class FileRaftLog:
     def append_as_leader(self, records: Sequence[bytes], epoch: int, timestamp_ms: int) -> OffsetRange:
         """One batch of ``records`` (values, null keys) at the end offset, stamped ``epoch``."""
         if not records:
-            raise ValueError("cannot append an empty batch")
+            raise RaftLogError("cannot append an empty batch")
         batch = encode_batch(
             [Record(offset=index, timestamp=timestamp_ms, key=None, value=value)
              for index, value in enumerate(records)],
@@ -164,6 +169,9 @@ class FileRaftLog:
         return self._append_leader_batch(batch, epoch)
 
     def _append_leader_batch(self, batch: bytes, epoch: int) -> OffsetRange:
+        if epoch < self.last_fetched_epoch:
+            raise RaftLogError(f"leader append in epoch {epoch}, below the log's epoch "
+                               f"{self.last_fetched_epoch}")
         # REPLICATION rules (Kafka's RAFT_LEADER origin): no client checks, control batches allowed.
         result = self.log.append_as_leader(batch, leader_epoch=epoch, origin=AppendOrigin.REPLICATION)
         return OffsetRange(result.first_offset, result.last_offset)
@@ -171,10 +179,9 @@ class FileRaftLog:
     def append_as_follower(self, batches: bytes, epoch: int) -> OffsetRange | None:
         """The leader's batches as they are; a partial batch at the end (a Fetch cut by its
         byte limit) is left out. None when no whole batch is given."""
-        data = _whole_batches(batches)
-        if not data:
+        data, headers = follower_batches(batches, epoch, self.end_offset, self.last_fetched_epoch)
+        if not headers:
             return None
-        _check_epochs(data, epoch)
         result = self.log.append_as_follower(data)
         return OffsetRange(result.first_offset, result.last_offset)
 
@@ -184,8 +191,8 @@ class FileRaftLog:
     def truncate_to(self, offset: int) -> None:
         """Drop offsets at and above ``offset``; never committed ones (below the HW)."""
         if offset < self._high_watermark:
-            raise ValueError(f"cannot truncate to offset {offset}, below the high watermark "
-                             f"{self._high_watermark}")
+            raise RaftLogError(f"cannot truncate to offset {offset}, below the high watermark "
+                               f"{self._high_watermark}")
         self.log.truncate_to(offset)
 
     # -- reading --------------------------------------------------------------------------------
@@ -203,9 +210,9 @@ class FileRaftLog:
 
     def committed_batches(self, offset: int) -> Iterator[RecordBatch]:
         """``batches_from`` with each whole decoded batch (its header: size, max timestamp)."""
-        if offset < self.start_offset:
-            raise OffsetOutOfRangeError(f"offset {offset} is below the log start offset "
-                                        f"{self.start_offset} of {self.directory.name}")
+        if not self.start_offset <= offset <= self.end_offset:
+            raise OffsetOutOfRangeError(f"offset {offset} is outside [{self.start_offset}, "
+                                        f"{self.end_offset}] of {self.directory.name}")
         for segment, position, header in self.log.batches(offset):
             if header.last_offset >= self._high_watermark:
                 return
@@ -252,13 +259,29 @@ class FileRaftLog:
         with self._lock:
             return min(self._snapshots, default=None)
 
-    def create_snapshot(self, snapshot_id: SnapshotId, payload: bytes | Iterable[bytes]) -> None:
-        """Write the snapshot file (any thread) from its bytes or its batches, streamed; its end
-        offset must be committed and not below the log start offset."""
-        if not self.start_offset <= snapshot_id.end_offset <= self._high_watermark:
-            raise ValueError(f"snapshot {snapshot_id} is outside [log start offset "
-                             f"{self.start_offset}, high watermark {self._high_watermark}]")
+    def create_snapshot(self, snapshot_id: SnapshotId, payload: bytes | Iterable[bytes]) -> bool:
+        """Write the snapshot file (any thread) from its bytes or its batches, streamed; the
+        contract's rules (False: below the log start or already there). True if written."""
+        end = snapshot_id.end_offset
+        with self._lock:
+            known = snapshot_id in self._snapshots
+        if known or end < self.start_offset:
+            return False
+        if end > self._high_watermark:
+            raise RaftLogError(f"snapshot {snapshot_id} is above the high watermark "
+                               f"{self._high_watermark}")
+        kind, _ = validate_offset_and_epoch(self, end, snapshot_id.epoch)
+        if kind != "valid":
+            raise RaftLogError(f"snapshot {snapshot_id} is not valid for the log ({kind})")
+        if not self._is_batch_boundary(end):
+            raise RaftLogError(f"snapshot {snapshot_id} ends inside a batch")
         self._store_snapshot(snapshot_id, payload)
+        return True
+
+    def _is_batch_boundary(self, offset: int) -> bool:
+        for _, _, header in self.log.batches(offset):
+            return header.base_offset == offset or header.last_offset < offset
+        return True
 
     def _store_snapshot(self, snapshot_id: SnapshotId, payload: bytes | Iterable[bytes]) -> Path:
         chunks = [payload] if isinstance(payload, bytes) else payload
@@ -276,9 +299,12 @@ class FileRaftLog:
         """Up to ``max_bytes`` of the snapshot file from ``position``, and the file's size."""
         with self._lock:
             if snapshot_id not in self._snapshots:
-                raise KeyError(f"no snapshot {snapshot_id} in {self.directory}")
+                raise SnapshotNotFoundError(f"no snapshot {snapshot_id} in {self.directory}")
         with open(self.snapshot_path(snapshot_id), "rb") as file:
             size = os.fstat(file.fileno()).st_size
+            if not 0 <= position <= size:
+                raise RaftLogError(f"position {position} outside snapshot {snapshot_id} of "
+                                   f"{size} bytes")
             return os.pread(file.fileno(), max(0, min(max_bytes, size - position)), position), size
 
     def install_snapshot(self, snapshot_id: SnapshotId, payload: bytes) -> None:
@@ -300,22 +326,30 @@ class FileRaftLog:
         ):
             return False
         self.log.truncate_fully_and_start_at(snapshot_id.end_offset)
-        self._high_watermark = max(self._high_watermark, self.start_offset)
+        self._high_watermark = self.start_offset  # the log is empty: start = end
         self._remove_snapshots_before(snapshot_id, "the log was truncated to the latest snapshot")
         return True
 
-    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> None:
+    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> bool:
         """Kafka's ``deleteBeforeSnapshot``: the log start offset moves to the snapshot's end,
-        segments wholly below it and older snapshots go. Nothing happens unless the snapshot
-        is known and its end offset lies in (start offset, end offset]."""
+        segments wholly below it and older snapshots go; True if it moved. Nothing happens
+        unless the snapshot is known and its end offset is above the start offset;
+        ``RaftLogError`` above the high watermark."""
+        if snapshot_id.end_offset > self._high_watermark:
+            with self._lock:
+                known = snapshot_id in self._snapshots
+            if known and snapshot_id.end_offset > self.start_offset:
+                raise RaftLogError(f"log start {snapshot_id.end_offset} would pass the high "
+                                   f"watermark {self._high_watermark}")
         with self._lock, self.log.maintenance_lock:
-            self._delete_before(snapshot_id, "the log start offset moved past it")
+            return self._delete_before(snapshot_id, "the log start offset moved past it")
 
     def _delete_before(self, snapshot_id: SnapshotId, reason: str) -> bool:
-        """With ``_lock`` and the log's maintenance lock held."""
+        """With ``_lock`` and the log's maintenance lock held. Never past the high watermark
+        (so retention waits until the core has learned it after a restart)."""
         end_offset = snapshot_id.end_offset
         if snapshot_id not in self._snapshots or not (
-                self.start_offset < end_offset <= self.end_offset):
+                self.start_offset < end_offset <= self._high_watermark):
             return False
         self.log.increment_log_start_offset(end_offset)
         self.log.delete_old_segments()
@@ -378,27 +412,20 @@ class FileRaftLog:
         self.log.close()
 
 
-def _whole_batches(data: bytes) -> bytes:
-    """``data`` up to the end of its last whole batch."""
-    view = memoryview(data)
-    position = 0
-    while len(view) - position >= LOG_OVERHEAD:
-        (length,) = struct.unpack_from(">i", view, position + 8)
-        end = position + LOG_OVERHEAD + length
-        if length <= 0 or end > len(view):
-            break
-        position = end
-    return bytes(view[:position]) if position < len(view) else data
-
-
-def _check_epochs(data: bytes, epoch: int) -> None:
-    """No batch may come from an epoch above the leader's (Kafka's appendAsFollower check)."""
-    view = memoryview(data)
-    position = 0
-    while position < len(view):
-        header = read_batch_header(view, position)
-        if header.partition_leader_epoch > epoch:
-            raise InvalidRecordError(
-                f"batch at offset {header.base_offset} has leader epoch "
-                f"{header.partition_leader_epoch}, above the leader's epoch {epoch}")
-        position += header.size_in_bytes
+def _cut_segment_gap(log: Log) -> None:
+    """Cut the log at the first gap between segments (a crash emptied a segment, or its tail,
+    after the next one was created): offsets of a Raft log are dense, so what follows a gap
+    cannot be used."""
+    segments = log.segments
+    for segment, following in itertools.pairwise(segments):
+        end = segment.next_offset()
+        if end == following.base_offset:
+            continue
+        logger.warning("%s: segment %d ends at offset %d but the next starts at %d; cutting the "
+                       "log there", log.directory.name, segment.base_offset, end,
+                       following.base_offset)
+        if end >= log.log_start_offset:
+            log.truncate_to(end)
+        else:
+            log.truncate_fully_and_start_at(log.log_start_offset)
+        return

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from protocol.records import read_batch_header
 from tests.simulation.cluster import InvariantViolation, SimNode, read_whole_snapshot
 
 
@@ -197,10 +198,10 @@ def epoch_at(log: Any, offset: int) -> int | None:
     """The epoch of the batch holding ``offset`` in ``log``; None if the log does not hold it."""
     if offset < log.start_offset or offset >= log.end_offset:
         return None
-    for base_offset, epoch, values, _ in log.batches_from(offset):
-        if base_offset <= offset < base_offset + len(values):
-            return int(epoch)
-        return None
+    # ``read``, not ``batches_from``: the offset may be above the log's high watermark.
+    header = read_batch_header(log.read(offset, 1))
+    if header.base_offset <= offset <= header.last_offset:
+        return header.partition_leader_epoch
     return None
 
 

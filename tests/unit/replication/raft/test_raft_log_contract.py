@@ -1,12 +1,14 @@
 """One contract suite for every ``RaftLog`` (NATS-style): each test runs against every factory in
-``FACTORIES``. ``FileRaftLog`` is here; ``MemoryRaftLog`` joins with its own factory (create,
-reopen = what survives a clean stop, crash = what survives a crash with the log cut at a byte
-past what was flushed).
+``FACTORIES``: ``FileRaftLog`` and ``MemoryRaftLog``, each with create, reopen (what survives a
+clean stop) and crash (what survives a crash: the file log cut at a byte past what was flushed,
+the memory log at its flushed end). The rules are those of ``replication.raft.log``.
 
-Covered: offsets and epochs of leader, control and follower appends; reads of whole batches;
-the high watermark bounds and committed reads; truncation (never below the high watermark);
+Covered: offsets and epochs of leader, control and follower appends; the error type of each
+misuse and of each kind of bad follower bytes; reads of whole batches and their range; the
+high watermark bounds and committed reads; truncation (never below the high watermark);
 ``end_offset_for_epoch`` against a brute-force model of random appends and truncations;
-snapshots (create, chunked read, install, delete before); reopen; crashes at any cut point.
+snapshots (create and its refusals, chunked read, install, delete before); reopen; crashes at
+any cut point, including one that empties a rolled segment.
 """
 
 from __future__ import annotations
@@ -20,11 +22,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import CorruptMessageError, InvalidRecordError
-from protocol.records import ControlRecordType, decode_batch, read_batch_header
+from protocol.errors import (
+    CorruptMessageError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    SnapshotNotFoundError,
+)
+from protocol.records import (
+    ControlRecordType,
+    Record,
+    decode_batch,
+    encode_batch,
+    read_batch_header,
+)
 from replication.metadata.snapshot import SnapshotId, encode_snapshot
+from replication.raft.errors import RaftLogError
 from replication.raft.file_log import FileRaftLog
 from replication.raft.log import OffsetAndEpoch, OffsetRange, RaftLog
+from replication.raft.memory_log import MemoryRaftLog
 from storage.clock import ManualClock
 from storage.config import LogConfig
 from storage.log import Log
@@ -77,7 +92,28 @@ def _file_crash(raft_log: RaftLog, surviving: float) -> RaftLog:
     return file_log
 
 
-FACTORIES = [RaftLogFactory("file", _file_create, _file_reopen, _file_crash)]
+# -- MemoryRaftLog (the simulator's) ---------------------------------------------------------------
+
+
+def _memory_reopen(raft_log: RaftLog) -> RaftLog:
+    """A clean stop flushed everything; what a restart reads is what was flushed."""
+    assert isinstance(raft_log, MemoryRaftLog)
+    raft_log.flush()
+    raft_log.crash()
+    return raft_log
+
+
+def _memory_crash(raft_log: RaftLog, surviving: float) -> RaftLog:
+    """The memory log's crash keeps the flushed prefix (its cut is at whole batches)."""
+    assert isinstance(raft_log, MemoryRaftLog)
+    raft_log.crash()
+    return raft_log
+
+
+FACTORIES = [
+    RaftLogFactory("file", _file_create, _file_reopen, _file_crash),
+    RaftLogFactory("memory", lambda _: MemoryRaftLog(), _memory_reopen, _memory_crash),
+]
 
 
 @pytest.fixture(params=FACTORIES, ids=lambda factory: factory.name)
@@ -182,19 +218,67 @@ def test_follower_appends_refuse_corrupt_batches_and_epochs_above_the_leaders(
     assert follower.end_offset == 0
 
 
+def _batch(base_offset: int, epoch: int, count: int = 1) -> bytes:
+    return encode_batch([Record(base_offset + index, NOW, None, b"v") for index in range(count)],
+                        partition_leader_epoch=epoch)
+
+
+def test_follower_appends_are_all_or_nothing_and_contiguous_from_the_end(raft_log: RaftLog) -> None:
+    with pytest.raises(RaftLogError):  # the caller fetched from its end offset: a bug
+        raft_log.append_as_follower(_batch(5, 1), 1)
+    with pytest.raises(InvalidRecordError):  # a hole between the leader's batches
+        raft_log.append_as_follower(_batch(0, 1, 2) + _batch(3, 1), 1)
+    with pytest.raises(InvalidRecordError):  # epochs go backwards
+        raft_log.append_as_follower(_batch(0, 2) + _batch(1, 1), 2)
+    short = bytearray(_batch(0, 1))
+    short[8:12] = (20).to_bytes(4, "big")  # a batch length below the v2 header
+    with pytest.raises(CorruptMessageError):
+        raft_log.append_as_follower(bytes(short), 1)
+    assert raft_log.end_offset == 0
+    assert raft_log.append_as_follower(_batch(0, 2), 2) == OffsetRange(0, 0)
+    with pytest.raises(InvalidRecordError):  # below the log's last epoch
+        raft_log.append_as_follower(_batch(1, 1), 3)
+
+
+def test_leader_appends_refuse_no_records_and_an_older_epoch(raft_log: RaftLog) -> None:
+    raft_log.append_as_leader(values("a", 1), 3, NOW)
+    with pytest.raises(RaftLogError):
+        raft_log.append_as_leader([], 3, NOW)
+    with pytest.raises(RaftLogError):
+        raft_log.append_as_leader(values("b", 1), 2, NOW)
+    with pytest.raises(RaftLogError):
+        raft_log.append_control_as_leader(ControlRecordType.LEADER_CHANGE, b"x", 2, NOW)
+    assert raft_log.end_offset == 1 and raft_log.last_fetched_epoch == 3
+
+
+def test_reads_outside_the_log_are_out_of_range(raft_log: RaftLog) -> None:
+    raft_log.append_as_leader(values("a", 2), 1, NOW)
+    for offset in (-1, 3):
+        with pytest.raises(OffsetOutOfRangeError):
+            raft_log.read(offset, 1 << 20)
+        with pytest.raises(OffsetOutOfRangeError):
+            list(raft_log.batches_from(offset))
+    assert raft_log.read(2, 1 << 20) == b"" and list(raft_log.batches_from(2)) == []
+
+
 # -- high watermark, committed reads, truncation -------------------------------------------------
 
 
 def test_the_high_watermark_stays_within_the_log_and_bounds_committed_reads(raft_log: RaftLog) -> None:
     raft_log.append_as_leader(values("a", 2), 1, NOW)
     raft_log.append_as_leader(values("b", 2), 1, NOW)
-    raft_log.update_high_watermark(100)
-    assert raft_log.high_watermark == 4
+    with pytest.raises(RaftLogError):
+        raft_log.update_high_watermark(5)  # past the end offset
+    assert list(raft_log.batches_from(0)) == []  # nothing committed yet
     raft_log.update_high_watermark(3)  # inside the second batch: only the first is committed
     assert [(base, epoch, vals, control) for base, epoch, vals, control in raft_log.batches_from(0)] == [
         (0, 1, [b"a-0", b"a-1"], False)]
+    with pytest.raises(RaftLogError):
+        raft_log.update_high_watermark(2)  # backwards
+    assert raft_log.high_watermark == 3
     raft_log.update_high_watermark(4)
     assert [base for base, *_ in raft_log.batches_from(1)] == [0, 2]
+    assert len(raft_log.read(0, 1 << 20)) > 0  # read is the uncommitted view
 
 
 def test_truncation_drops_the_tail_and_its_epochs_never_below_the_high_watermark(raft_log: RaftLog) -> None:
@@ -205,8 +289,10 @@ def test_truncation_drops_the_tail_and_its_epochs_never_below_the_high_watermark
     raft_log.truncate_to(4)
     assert raft_log.end_offset == 4 and raft_log.last_fetched_epoch == 2
     assert raft_log.end_offset_for_epoch(3) == OffsetAndEpoch(4, 2)
-    with pytest.raises(ValueError):
+    with pytest.raises(RaftLogError):
         raft_log.truncate_to(1)
+    raft_log.truncate_to(9)  # at or past the end: nothing to do
+    assert raft_log.end_offset == 4
     raft_log.append_as_leader(values("d", 1), 4, NOW)
     assert batches(read_all(raft_log))[-1] == (4, 4, 4, False)
 
@@ -279,18 +365,38 @@ def snapshot_payload(snapshot_id: SnapshotId) -> bytes:
 def test_snapshots_are_created_at_committed_offsets_and_read_in_chunks(raft_log: RaftLog) -> None:
     raft_log.append_as_leader(values("a", 3), 1, NOW)
     raft_log.append_as_leader(values("b", 3), 2, NOW)
-    with pytest.raises(ValueError):  # not committed yet
+    with pytest.raises(RaftLogError):  # not committed yet
         raft_log.create_snapshot(SnapshotId(3, 1), snapshot_payload(SnapshotId(3, 1)))
     raft_log.update_high_watermark(6)
     first, second = SnapshotId(3, 1), SnapshotId(6, 2)
-    raft_log.create_snapshot(first, snapshot_payload(first))
-    raft_log.create_snapshot(second, snapshot_payload(second))
+    assert raft_log.create_snapshot(first, snapshot_payload(first))
+    assert raft_log.create_snapshot(second, snapshot_payload(second))
+    assert not raft_log.create_snapshot(second, b"other")  # already there: kept as it was
     assert (raft_log.earliest_snapshot_id(), raft_log.latest_snapshot_id()) == (first, second)
     payload = snapshot_payload(second)
     chunk, size = raft_log.read_snapshot(second, 0, 10)
     rest, _ = raft_log.read_snapshot(second, 10, 1 << 20)
     assert (chunk + rest, size) == (payload, len(payload))
+    assert len(chunk) == 10
     assert raft_log.read_snapshot(second, size, 10) == (b"", size)
+    for position in (-1, size + 1):
+        with pytest.raises(RaftLogError):
+            raft_log.read_snapshot(second, position, 10)
+    with pytest.raises(SnapshotNotFoundError):
+        raft_log.read_snapshot(SnapshotId(6, 1), 0, 10)
+
+
+@pytest.mark.parametrize("snapshot_id", [SnapshotId(6, 1),  # epoch 1 ends at 3
+                                         SnapshotId(6, 3),  # no epoch 3 in the log
+                                         SnapshotId(2, 1)])  # inside the first batch
+def test_snapshots_must_match_the_logs_epochs_and_batches(raft_log: RaftLog,
+                                                          snapshot_id: SnapshotId) -> None:
+    raft_log.append_as_leader(values("a", 3), 1, NOW)
+    raft_log.append_as_leader(values("b", 3), 2, NOW)
+    raft_log.update_high_watermark(6)
+    with pytest.raises(RaftLogError):
+        raft_log.create_snapshot(snapshot_id, snapshot_payload(snapshot_id))
+    assert raft_log.latest_snapshot_id() is None
 
 
 def test_delete_before_snapshot_moves_the_log_start(raft_log: RaftLog) -> None:
@@ -300,12 +406,47 @@ def test_delete_before_snapshot_moves_the_log_start(raft_log: RaftLog) -> None:
     first, second = SnapshotId(3, 1), SnapshotId(6, 1)
     raft_log.create_snapshot(first, snapshot_payload(first))
     raft_log.create_snapshot(second, snapshot_payload(second))
-    raft_log.delete_before_snapshot(second)
+    assert not raft_log.delete_before_snapshot(SnapshotId(9, 2))  # unknown
+    assert raft_log.delete_before_snapshot(second)
+    assert not raft_log.delete_before_snapshot(second)  # not above the log start any more
     assert raft_log.start_offset == 6 and raft_log.earliest_snapshot_id() == second
     assert [base for base, *_ in raft_log.batches_from(6)] == [6]
+    with pytest.raises(OffsetOutOfRangeError):
+        raft_log.read(5, 1 << 20)
     assert raft_log.end_offset_for_epoch(0) == OffsetAndEpoch(6, 1)  # below the log: the snapshot
     assert raft_log.end_offset_for_epoch(1) == OffsetAndEpoch(6, 1)
     assert raft_log.end_offset_for_epoch(2) == OffsetAndEpoch(9, 2)
+    assert not raft_log.create_snapshot(first, b"late")  # below the log start: ignored
+
+
+def test_delete_before_snapshot_keeps_the_epoch_in_force_at_the_new_start(raft_log: RaftLog) -> None:
+    raft_log.append_as_leader(values("a", 3), 1, NOW)
+    raft_log.append_as_leader(values("b", 3), 2, NOW)
+    raft_log.update_high_watermark(6)
+    snapshot_id = SnapshotId(6, 2)
+    raft_log.create_snapshot(snapshot_id, snapshot_payload(snapshot_id))
+    assert raft_log.delete_before_snapshot(snapshot_id)
+    assert (raft_log.start_offset, raft_log.end_offset, raft_log.last_fetched_epoch) == (6, 6, 2)
+    assert raft_log.end_offset_for_epoch(1) == OffsetAndEpoch(6, 2)
+    assert raft_log.end_offset_for_epoch(2) == OffsetAndEpoch(6, 2)
+    raft_log.append_as_leader(values("c", 1), 4, NOW)
+    assert raft_log.end_offset_for_epoch(3) == OffsetAndEpoch(6, 2)
+    assert raft_log.end_offset_for_epoch(4) == OffsetAndEpoch(7, 4)
+
+
+def test_delete_before_snapshot_never_passes_the_high_watermark(factory: RaftLogFactory,
+                                                                raft_log: RaftLog) -> None:
+    raft_log.append_as_leader(values("a", 3), 1, NOW)
+    raft_log.append_as_leader(values("b", 3), 1, NOW)
+    raft_log.update_high_watermark(6)
+    snapshot_id = SnapshotId(3, 1)
+    raft_log.create_snapshot(snapshot_id, snapshot_payload(snapshot_id))
+    reopened = factory.reopen(raft_log)  # the high watermark restarts at the log start
+    assert reopened.high_watermark == 0
+    with pytest.raises(RaftLogError):
+        reopened.delete_before_snapshot(snapshot_id)
+    reopened.update_high_watermark(3)
+    assert reopened.delete_before_snapshot(snapshot_id) and reopened.start_offset == 3
 
 
 def test_install_snapshot_restarts_the_log_at_its_end(raft_log: RaftLog) -> None:
@@ -365,7 +506,7 @@ def test_a_crash_keeps_a_prefix_and_everything_flushed(plan: list[tuple[int, boo
         assert recovered.end_offset == (kept[-1][1] + 1 if kept else 0)
         assert recovered.last_fetched_epoch == (kept[-1][2] if kept else 0)
         recovered.append_as_leader([b"after"], 9, NOW)  # and it goes on from there
-        assert recovered.end_offset_for_epoch(8)[0] == recovered.end_offset - 1
+        assert recovered.end_offset_for_epoch(8).offset == recovered.end_offset - 1
 
 
 def test_every_cut_point_of_one_unflushed_batch(factory: RaftLogFactory, tmp_path: Path) -> None:
@@ -382,3 +523,15 @@ def test_every_cut_point_of_one_unflushed_batch(factory: RaftLogFactory, tmp_pat
         assert data.startswith(read_all(crashed))
         assert crashed.last_fetched_epoch == (2 if crashed.end_offset == 5 else 1)
     assert 2 in outcomes and outcomes <= {2, 5}
+
+
+def test_a_crash_that_empties_a_rolled_segment_leaves_no_gap(factory: RaftLogFactory,
+                                                             raft_log: RaftLog) -> None:
+    """Nothing flushed and the segments rolled: the crash empties the first segment file while
+    the next one (named by its base offset) survives. The log must not claim those offsets."""
+    _appended(raft_log, [(1, False)] * 3 + [(4, False)] + [(6, False)] * 3)
+    if isinstance(raft_log, FileRaftLog):
+        assert len(raft_log.log.segments) > 1
+    recovered = factory.crash(raft_log, 0.0)
+    assert (recovered.start_offset, recovered.end_offset, recovered.last_fetched_epoch) == (0, 0, 0)
+    assert recovered.append_as_leader([b"after"], 3, NOW) == OffsetRange(0, 0)
