@@ -4,8 +4,8 @@
 Routing, as Kafka's admin client: CreateTopics, DeleteTopics and CreatePartitions go to the
 controller named by the metadata (retried on NOT_CONTROLLER after a metadata refresh);
 DescribeConfigs and IncrementalAlterConfigs go to the broker a broker resource names, and
-topic resources (and the cluster-wide broker defaults, name "") to any broker; Metadata and
-DescribeCluster to any broker.
+topic resources (and the cluster-wide broker defaults, name "") to any broker; Metadata to any
+broker. (The cluster's own calls are in ``samsa._admin_cluster``.)
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from protocol.messages.create_topics_request import (
 from protocol.messages.create_topics_response import CreateTopicsResponse
 from protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
 from protocol.messages.delete_topics_response import DeleteTopicsResponse
-from protocol.messages.describe_cluster_request import DescribeClusterRequest
-from protocol.messages.describe_cluster_response import DescribeClusterResponse
 from protocol.messages.describe_configs_request import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
@@ -55,13 +53,12 @@ from samsa._admin_base import (
 from samsa._admin_types import (
     CONFIG_SOURCES,
     RESOURCE_TYPES,
-    ClusterDescription,
     ConfigEntry,
     ConfigResource,
     NewTopic,
     TopicDescription,
 )
-from samsa.types import BrokerInfo, PartitionInfo
+from samsa.types import PartitionInfo
 
 __all__ = ["TopicAdmin"]
 
@@ -76,7 +73,7 @@ def _names(names: str | Iterable[str]) -> list[str]:
 
 
 class TopicAdmin(AdminCore):
-    """Topics, partitions, configs, cluster."""
+    """Topics, partitions, configs."""
 
     def _timeout_ms(self, timeout: float | None) -> int:
         return self.config["request.timeout.ms"] if timeout is None else int(timeout * 1000)
@@ -243,28 +240,6 @@ class TopicAdmin(AdminCore):
             [resource], self._config_route, send, label=str, retry_codes=frozenset(),
             what="IncrementalAlterConfigs")
         raise_failures(failures)
-
-    # --- cluster -----------------------------------------------------------------------------
-
-    async def describe_cluster(self) -> ClusterDescription:
-        """The cluster id, the controller and every broker (DescribeCluster, else Metadata)."""
-        await self._bootstrap()
-
-        async def describe() -> ClusterDescription:
-            connection = await self.cluster.any_connection()
-            if DescribeClusterRequest.API_KEY not in connection.api_versions:
-                await self.cluster.refresh_metadata([])
-                return ClusterDescription(self.cluster.cluster_id, self.cluster.controller_id,
-                                          tuple(sorted(self.cluster.brokers.values(),
-                                                       key=lambda b: b.node_id)))
-            response: DescribeClusterResponse = await connection.request(DescribeClusterRequest())
-            if response.error_code:
-                raise failure("the cluster", response.error_code, response.error_message).error
-            brokers = sorted((BrokerInfo(b.broker_id, b.host, b.port, b.rack)
-                              for b in response.brokers), key=lambda b: b.node_id)
-            return ClusterDescription(response.cluster_id, response.controller_id, tuple(brokers))
-
-        return await self.cluster.retrying(describe, what="DescribeCluster")
 
 
 def _creatable(topic: NewTopic) -> CreatableTopic:

@@ -1,11 +1,15 @@
 """Value types of the admin API (``samsa.admin`` re-exports them): frozen dataclasses with
 Kafka's names (``NewTopic``, ``ConfigResource``, ``ConfigEntry``, ``TopicDescription``,
-``ClusterDescription``, ``GroupListing``, ``GroupDescription``, ``MemberDescription``).
+``ClusterDescription``, ``GroupListing``, ``GroupDescription``, ``MemberDescription``,
+``QuorumInfo`` with its ``ReplicaState``s, ``QuorumNode``s and ``RaftVoterEndpoint``s), and
+``PartitionSummary``.
 
 Invariants: ``ConfigResource.type`` is ``"topic"`` or ``"broker"``; ``ConfigEntry.source``
 is the name of Kafka's ``ConfigEntry.ConfigSource`` (``"DYNAMIC_TOPIC_CONFIG"``,
 ``"DEFAULT_CONFIG"``, ...); a member's ``assignment`` is a frozenset of partitions (empty
-when the group is not Stable, as the broker reports it).
+when the group is not Stable, as the broker reports it). In a ``QuorumInfo`` the timestamps Kafka
+sends as -1 (unknown) are None, and a replica's ``lag`` is the leader's log end offset minus the
+replica's, as ``kafka-metadata-quorum describe --replication`` computes it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ __all__ = [
     "GroupListing",
     "MemberDescription",
     "NewTopic",
+    "PartitionSummary",
+    "QuorumInfo",
+    "QuorumNode",
+    "RaftVoterEndpoint",
+    "ReplicaState",
     "TopicDescription",
 ]
 
@@ -127,3 +136,64 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RaftVoterEndpoint:
+    """One listener of a voter (``CONTROLLER://host:port``)."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumNode:
+    """A voter and its endpoints (DescribeQuorum v2, KIP-853)."""
+
+    node_id: int
+    endpoints: tuple[RaftVoterEndpoint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    """A voter or observer as the Raft leader sees it; timestamps in ms, None when unknown."""
+
+    replica_id: int
+    log_end_offset: int
+    lag: int
+    last_fetch_timestamp: int | None = None
+    last_caught_up_timestamp: int | None = None
+    replica_directory_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumInfo:
+    """The KRaft metadata quorum (Kafka's ``QuorumInfo``): the leader, its epoch, the high
+    watermark of ``__cluster_metadata``, voters and observers in the leader's order."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaState, ...]
+    observers: tuple[ReplicaState, ...] = ()
+    nodes: Mapping[int, QuorumNode] = field(default_factory=dict)
+
+    @property
+    def leader(self) -> ReplicaState | None:
+        return next((v for v in self.voters if v.replica_id == self.leader_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSummary:
+    """Every partition's health from Metadata: ``under_replicated`` have fewer in-sync
+    replicas than replicas, ``offline`` have no leader, or one that is not a live broker
+    (Kafka's ``--under-replicated-partitions`` / ``--unavailable-partitions``)."""
+
+    topic_count: int
+    partition_count: int
+    under_replicated: tuple[PartitionInfo, ...] = ()
+    offline: tuple[PartitionInfo, ...] = ()

@@ -19,9 +19,9 @@ controller, leader or coordinator, a lost connection) are retried with Kafka's b
 up to ``default.api.timeout.ms``; when no broker answers at all, a call fails at once with
 ``NoBrokersAvailableError`` naming the addresses tried.
 
-Routing follows Kafka's admin client (see ``samsa._admin_topics``, ``samsa._admin_groups``,
-``samsa._admin_records``, ``samsa._admin_acls``). ACLs use the model of ``samsa.acl``
-(``AclBinding``, ``AclBindingFilter``, ...), re-exported here.
+Routing follows Kafka's admin client (see ``samsa._admin_topics``, ``samsa._admin_cluster``,
+``samsa._admin_groups``, ``samsa._admin_records``, ``samsa._admin_acls``). ACLs use the model
+of ``samsa.acl`` (``AclBinding``, ``AclBindingFilter``, ...), re-exported here.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from samsa._admin_acls import AclAdmin
+from samsa._admin_cluster import ClusterAdmin
 from samsa._admin_groups import GroupAdmin
 from samsa._admin_records import RecordsAdmin
 from samsa._admin_topics import TopicAdmin
@@ -42,6 +43,11 @@ from samsa._admin_types import (
     GroupListing,
     MemberDescription,
     NewTopic,
+    PartitionSummary,
+    QuorumInfo,
+    QuorumNode,
+    RaftVoterEndpoint,
+    ReplicaState,
     TopicDescription,
 )
 from samsa._loop import LoopThread
@@ -76,7 +82,12 @@ __all__ = [
     "GroupListing",
     "MemberDescription",
     "NewTopic",
+    "PartitionSummary",
     "PatternType",
+    "QuorumInfo",
+    "QuorumNode",
+    "RaftVoterEndpoint",
+    "ReplicaState",
     "ResourcePattern",
     "ResourcePatternFilter",
     "ResourceType",
@@ -86,7 +97,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class AsyncAdminClient(TopicAdmin, GroupAdmin, RecordsAdmin, AclAdmin):
+class AsyncAdminClient(TopicAdmin, ClusterAdmin, GroupAdmin, RecordsAdmin, AclAdmin):
     """The admin API as coroutines (the methods are documented on ``AdminClient``)."""
 
     async def __aenter__(self) -> AsyncAdminClient:
@@ -159,9 +170,20 @@ class AdminClient:
 
     # --- cluster -----------------------------------------------------------------------------
 
-    def describe_cluster(self) -> ClusterDescription:
-        """The cluster id, the controller's node id and the brokers."""
-        return self._run(self._core.describe_cluster())
+    def describe_cluster(self, *, include_fenced_brokers: bool = False) -> ClusterDescription:
+        """The cluster id, the controller's node id and the brokers; ``include_fenced_brokers``
+        adds the registered fenced ones, each ``BrokerInfo.fenced`` (DescribeCluster v2)."""
+        return self._run(self._core.describe_cluster(
+            include_fenced_brokers=include_fenced_brokers))
+
+    def describe_quorum(self) -> QuorumInfo:
+        """The KRaft metadata quorum: leader, epoch, high watermark, each voter's and
+        observer's log end offset, lag and last fetch / caught-up times, voter endpoints."""
+        return self._run(self._core.describe_quorum())
+
+    def summarize_partitions(self, *, include_internal: bool = True) -> PartitionSummary:
+        """How many partitions there are, which are under-replicated and which offline."""
+        return self._run(self._core.summarize_partitions(include_internal=include_internal))
 
     # --- groups ------------------------------------------------------------------------------
 

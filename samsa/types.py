@@ -26,10 +26,14 @@ class TopicPartition(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A broker at one endpoint; ``fenced`` as DescribeCluster v2 says it (KIP-1073: Kafka's
+    ``Node.isFenced``), False where nothing says so (Metadata lists unfenced brokers only)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    fenced: bool = False
 
     @property
     def address(self) -> str:

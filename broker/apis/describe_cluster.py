@@ -1,18 +1,23 @@
-"""DescribeCluster: v0–v1.
+"""DescribeCluster: v0–v2.
 
-The cluster id, this node as the controller and as the only broker (at the advertised endpoint of the client's listener;
-no rack). v1 ``endpoint_type``: BROKER (1) is served; CONTROLLER (2) -> MISMATCHED_ENDPOINT_TYPE,
-any other value -> UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST at v0), as Kafka's
-``AuthHelper.computeDescribeClusterResponse``.
+The cluster id, the controller and the brokers at their endpoint for the client's listener
+(``Broker.live_brokers``: on a single node this node, without a rack; in KRaft every
+registered, unfenced broker). v1 ``endpoint_type``: BROKER (1) is served; CONTROLLER (2) ->
+MISMATCHED_ENDPOINT_TYPE, any other value -> UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST at
+v0), as Kafka's ``AuthHelper.computeDescribeClusterResponse``.
 
-Not implemented: ``broker.rack`` (rack is null), cluster authorized operations (no ACLs: always
-the schema's "not requested" value).
+v2 (KIP-1073): ``include_fenced_brokers`` lists every registered broker of the metadata image,
+fenced ones too, each with ``is_fenced`` (a broker with no endpoint on the client's listener is
+left out, as from the unfenced list). ``is_fenced`` is never set below v2: the field does not
+exist there.
 
 Authorization (with an authorizer): ``include_cluster_authorized_operations`` answers the
 cluster's allowed operations' bitfield (0 without DESCRIBE on the cluster).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import NOT_REQUESTED_OPERATIONS, authorize_cluster, authorized_operations
@@ -28,6 +33,9 @@ from protocol.messages.describe_cluster_response import (
     DescribeClusterBroker,
     DescribeClusterResponse,
 )
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
 
 BROKER_ENDPOINT_TYPE = 1
 CONTROLLER_ENDPOINT_TYPE = 2
@@ -48,11 +56,31 @@ def handle(context: RequestContext, request: DescribeClusterRequest) -> Describe
         cluster_authorized_operations=operations,
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
-        brokers=[
-            DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
-            for node_id, host, port, rack in broker.live_brokers(context.listener_name)
-        ],
+        brokers=_brokers(context, request),
     )
+
+
+def _brokers(context: RequestContext, request: DescribeClusterRequest
+             ) -> list[DescribeClusterBroker]:
+    broker = context.broker
+    if request.include_fenced_brokers and broker.quorum is not None:
+        return _registered_brokers(context.broker, context.listener_name)
+    return [DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
+            for node_id, host, port, rack in broker.live_brokers(context.listener_name)]
+
+
+def _registered_brokers(broker: Broker, listener_name: str) -> list[DescribeClusterBroker]:
+    """Every registration in the image, fenced or not, at its endpoint named ``listener_name``."""
+    registrations = sorted(broker.replica_manager.image.brokers.by_id.values(),
+                           key=lambda registration: registration.broker_id)
+    return [
+        DescribeClusterBroker(broker_id=registration.broker_id, host=endpoint.host,
+                              port=endpoint.port, rack=registration.rack,
+                              is_fenced=registration.fenced)
+        for registration in registrations
+        for endpoint in registration.listeners
+        if endpoint.name == listener_name.upper()
+    ]
 
 
 def _endpoint_error(version: int, endpoint_type: int) -> KafkaError:
