@@ -20,7 +20,9 @@ KAFKA_4_MINIMUM = {
     17: 0, 36: 0, 50: 0, 51: 0,  # SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials
 }
 SAMSA_APIS = {10000: 0}  # SamsaDescribeLogSegments (protocol/schemas/)
-CONTROLLER_ONLY_APIS = {58: 0}  # Envelope (KIP-590)
+# Envelope (KIP-590); the Raft APIs (KIP-595, KIP-630); BrokerRegistration, BrokerHeartbeat
+# (KIP-631); AllocateProducerIds (KIP-730)
+CONTROLLER_ONLY_APIS = {58: 0, 52: 0, 53: 0, 54: 0, 59: 0, 62: 0, 63: 0, 67: 0}
 
 
 def test_every_module_registers_its_range_up_to_the_schema_maximum() -> None:
