@@ -134,6 +134,7 @@ def produce_and_consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
 def test_kill_9_of_the_active_controller_elects_another_and_work_goes_on(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
     cluster = cluster_nodes(3)
     formed(cluster)
+    create_topic(admin_for(cluster, 1), "before-failover", partitions=6, replication_factor=3)
     old_leader = wait_until(lambda: quorum_leader(cluster, 1), what="a quorum leader")
     survivors = tuple(n for n in (1, 2, 3) if n != old_leader)
     cluster.kill(old_leader)
@@ -147,6 +148,10 @@ def test_kill_9_of_the_active_controller_elects_another_and_work_goes_on(cluster
     admin = admin_for(cluster, *survivors)
     wait_until(lambda: live_brokers(admin) == set(survivors), timeout_s=20,
                what="the killed broker fenced after its session")
+    # its partitions elected new leaders from their ISRs; it left every ISR
+    topic = admin.list_topics("before-failover", timeout=5).topics["before-failover"]
+    assert all(p.leader in survivors and old_leader not in p.isrs
+               for p in topic.partitions.values())
     create_topic(admin, "after-failover", partitions=2, replication_factor=2)
     topic = admin.list_topics("after-failover", timeout=5).topics["after-failover"]
     assert all(set(p.replicas) == set(survivors) for p in topic.partitions.values())
