@@ -4,7 +4,8 @@ controller (Kafka's ``BrokerLifecycleManager``, KIP-631).
 States, in order: STARTING (registering: BrokerRegistration with a fresh incarnation id per
 process, retried with backoff until the controller answers), RECOVERY (registered and fenced:
 heartbeats ask to stay fenced until the controller says the broker's metadata has caught up
-with its registration), RUNNING (heartbeats ask to be unfenced; the controller unfences), then
+with its registration; these heartbeats go every ``retry_backoff_ms``, not every interval, so a
+starting broker is unfenced as soon as it has caught up), RUNNING (heartbeats ask to be unfenced; the controller unfences), then
 on a controlled stop PENDING_CONTROLLED_SHUTDOWN (heartbeats ask to shut down until the
 controller has moved this broker's leaderships away and answers ``should_shut_down``), and
 SHUTTING_DOWN. Heartbeats go every ``broker.heartbeat.interval.ms`` and carry the offset of the
@@ -130,7 +131,9 @@ class BrokerLifecycleManager:
                 continue
             await self._heartbeat()
             self._wake.clear()
-            timer = asyncio.get_running_loop().call_later(self._interval_s, self._wake.set)
+            # Catching up (RECOVERY) asks again soon: unfencing waits on it, not on the interval.
+            interval_s = self._backoff_s if self.state is BrokerState.RECOVERY else self._interval_s
+            timer = asyncio.get_running_loop().call_later(interval_s, self._wake.set)
             await self._wake.wait()  # the interval, or a state change that must be told now
             timer.cancel()
 

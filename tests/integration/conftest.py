@@ -110,3 +110,7 @@ def start_broker(tmp_path: Path) -> Iterator[object]:
 @pytest.fixture
 def broker(start_broker) -> BrokerProcess:  # type: ignore[no-untyped-def]
     return start_broker()
+
+
+# Multi-node KRaft clusters (``cluster_nodes`` fixture); imported last: it builds on BrokerProcess.
+from tests.integration.cluster_nodes import cluster_nodes  # noqa: E402, F401

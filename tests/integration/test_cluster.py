@@ -20,9 +20,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.node_client import NodeClient
-from protocol.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+from protocol.messages.describe_quorum_request import (
+    DescribeQuorumRequest,
+    PartitionData,
+    TopicData,
+)
 from protocol.messages.describe_quorum_response import DescribeQuorumResponse
-from tests.integration.cluster_nodes import ClusterNodes, cluster_nodes, wait_until  # noqa: F401
+from tests.integration.cluster_nodes import ClusterNodes, free_ports, wait_until
+from tests.integration.conftest import BrokerProcess
 
 pytestmark = pytest.mark.cluster
 
@@ -221,3 +226,24 @@ def test_sigterm_moves_leaderships_away_before_the_node_stops(cluster_nodes) -> 
     topic = admin_for(cluster, *others).list_topics("handover", timeout=5).topics["handover"]
     assert all(p.leader in others for p in topic.partitions.values())
     assert wait_until(lambda: quorum_leader(cluster, others[0]), what="a new quorum leader") in others
+
+
+def test_a_broker_only_node_joins_as_an_observer(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
+    cluster = cluster_nodes(3)
+    formed(cluster)
+    port = free_ports(1)[0]
+    overrides = {"process.roles": "broker", "node.id": "4", "controller.quorum.voters": cluster.voters,
+                 "controller.listener.names": "CONTROLLER",
+                 "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"}
+    node = BrokerProcess(log_dir=cluster.root / "node-4", overrides=overrides,
+                         stderr_path=cluster.root / "node-4.log")
+    cluster.nodes[4] = node.start()
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    wait_until(lambda: live_brokers(admin) == {1, 2, 3, 4}, what="broker 4 registered")
+    partition = describe_quorum(port).topics[0].partitions[0]
+    assert sorted(v.replica_id for v in partition.current_voters) == [1, 2, 3]
+    assert [o.replica_id for o in partition.observers] == [4]
+    create_topic(admin, "four", partitions=4, replication_factor=1)
+    topic = admin.list_topics("four", timeout=5).topics["four"]
+    assert sorted(p.leader for p in topic.partitions.values()) == [1, 2, 3, 4]
