@@ -1,4 +1,4 @@
-"""AllocateProducerIds: v0 (controller listeners only; KIP-730).
+"""AllocateProducerIds: v0–v0 (controller listeners only; KIP-730).
 
 A broker that has handed out its block of producer ids asks the active controller for the
 next one; the controller commits a ProducerIdsRecord and answers the block. Any other node
