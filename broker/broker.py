@@ -108,6 +108,13 @@ class Broker:
                     # a formatted node (samsa storage format) brings its id, else a new one
                     new_cluster_id=lambda: broker.cluster_id or random_uuid(),
                     session_timeout_ms=config.kraft.broker_session_timeout_ms,
+                    leader_imbalance_check_interval_ms=(
+                        config.kraft.leader_imbalance_check_interval_seconds * 1000
+                        if config.kraft.auto_leader_rebalance_enable else None),
+                    leader_imbalance_per_broker_percentage=(
+                        config.kraft.leader_imbalance_per_broker_percentage),
+                    unclean_leader_election_interval_ms=(
+                        config.kraft.unclean_leader_election_interval_ms),
                 )
             controller = ControllerRouter(
                 quorum_controller, image=lambda: replica_manager.image,

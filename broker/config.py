@@ -197,6 +197,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "auto.leader.rebalance.enable": BrokerKey("true", _boolean),
     "leader.imbalance.check.interval.seconds": BrokerKey("300", _integer(1)),
     "leader.imbalance.per.broker.percentage": BrokerKey("10", _integer(0, 100)),
+    "unclean.leader.election.interval.ms": BrokerKey("300000", _integer(1)),
     "offsets.topic.replication.factor": BrokerKey("3", _integer(1, 32767)),
     "transaction.state.log.replication.factor": BrokerKey("3", _integer(1, 32767)),
     "transaction.state.log.min.isr": BrokerKey("2", _integer(1, INT_MAX)),

@@ -31,6 +31,7 @@ from protocol.messages.create_topics_request import (
     CreateTopicsRequest,
 )
 from protocol.messages.create_topics_response import CreateTopicsResponse
+from replication.controller.elections import ElectionResult
 from replication.controller.interface import (
     NewPartitions,
     NewTopic,
@@ -39,6 +40,7 @@ from replication.controller.interface import (
 )
 from replication.controller.proposal import Proposal
 from replication.controller.quorum import QuorumController
+from replication.controller.reassignment import ReassignmentResult, ReassignmentTarget
 from replication.metadata.acl_control import DeleteResult
 from replication.metadata.acl_model import AclBindingFilter
 from replication.metadata.acls import StandardAcl
@@ -186,6 +188,18 @@ class ControllerRouter:
     ) -> Proposal[list[AlterResult]]:
         local = self._local_or_refused()
         return local.alter_scram(deletions, upsertions) if local else _not_controller()
+
+    def elect_leaders(
+        self, election_type: int, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> Proposal[list[ElectionResult]]:
+        local = self._local_or_refused()
+        return local.elect_leaders(election_type, topic_partitions) if local else _not_controller()
+
+    def alter_partition_reassignments(
+        self, topics: Sequence[ReassignmentTarget]
+    ) -> Proposal[list[ReassignmentResult]]:
+        local = self._local_or_refused()
+        return local.alter_partition_reassignments(topics) if local else _not_controller()
 
 
 def _not_controller() -> Proposal[Any]:

@@ -143,6 +143,7 @@ class KRaftSettings:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    unclean_leader_election_interval_ms: int = 300000
     offsets_topic_replication_factor: int = 3
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
@@ -511,6 +512,7 @@ def _build(inputs: _Inputs, inter_broker_name: str, inter_broker_protocol: str) 
         auto_leader_rebalance_enable=bool(inputs.values["auto.leader.rebalance.enable"]),
         leader_imbalance_check_interval_seconds=number("leader.imbalance.check.interval.seconds"),
         leader_imbalance_per_broker_percentage=number("leader.imbalance.per.broker.percentage"),
+        unclean_leader_election_interval_ms=number("unclean.leader.election.interval.ms"),
         offsets_topic_replication_factor=number("offsets.topic.replication.factor"),
         transaction_state_log_replication_factor=number(
             "transaction.state.log.replication.factor"),

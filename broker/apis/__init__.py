@@ -167,6 +167,9 @@ API_MODULES = (
     "alter_replica_log_dirs",
     "describe_topic_partitions",
     "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+    "alter_partition",  # controller listeners only (KIP-497)
     "describe_log_segments",  # Samsa's own API (key 10000)
     "offset_for_leader_epoch",
     "offset_commit",

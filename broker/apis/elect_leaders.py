@@ -1,23 +1,35 @@
 """ElectLeaders: v0–v2.
 
-Samsa runs one node, which leads every partition and is every partition's preferred (first)
-replica: a preferred election (type 0, the only type of v0) and an unclean one (type 1) are
-never needed, so each named partition that exists gets ELECTION_NOT_NEEDED, as Kafka answers
-for a partition already led by its preferred replica; one that does not exist gets
-UNKNOWN_TOPIC_OR_PARTITION. ``topic_partitions`` null = "every partition": Kafka then reports
-only the partitions it elected, so the answer is empty. An unknown election type ->
-INVALID_REQUEST for the whole request.
+In a KRaft cluster (``process.roles`` set) the request is forwarded to the active controller
+(``broker.forwarding``), which plans the elections against its committed image
+(``replication.controller.elections.plan_elect_leaders``) and answers once they are committed:
+PREFERRED (type 0, the only type of v0) gives each partition its first replica if that broker
+is active and in the ISR (ELECTION_NOT_NEEDED when it already leads, else
+PREFERRED_LEADER_NOT_AVAILABLE); UNCLEAN (type 1) gives a leaderless partition a leader from
+the ISR, else any active replica whatever the topic's ``unclean.leader.election.enable``
+(ELECTION_NOT_NEEDED when it has one, ELIGIBLE_LEADERS_NOT_AVAILABLE when none can lead);
+unknown partitions get UNKNOWN_TOPIC_OR_PARTITION. ``topic_partitions`` null = every partition,
+and only the partitions that needed an election are reported. The answer says the new leaders
+are committed to the metadata; brokers take the roles as they apply it (Kafka's KRaft answers
+the same way, not waiting for the brokers).
 
-Not implemented: ACLs (Kafka needs ALTER on the cluster).
+Samsa's single node (no ``process.roles``) leads every partition and is every partition's
+preferred replica: each named partition that exists gets ELECTION_NOT_NEEDED, one that does not
+exist UNKNOWN_TOPIC_OR_PARTITION; with ``topic_partitions`` null the answer is empty.
+
+An unknown election type -> INVALID_REQUEST for the whole request.
 
 Authorization (with an authorizer): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
-from broker.apis import ApiSpec, RequestContext, register
+from collections.abc import Iterable
+
+from broker.apis import ApiSpec, HandlerResult, RequestContext, register
 from broker.auth import authorize_cluster
 from broker.auth.acl import AclOperation
+from broker.commits import refusal, when_committed
 from protocol.errors import (
     ClusterAuthorizationFailedError,
     ElectionNotNeededError,
@@ -31,16 +43,48 @@ from protocol.messages.elect_leaders_response import (
     PartitionResult,
     ReplicaElectionResult,
 )
+from replication.controller.elections import ElectionResult
 
 _PREFERRED, _UNCLEAN = 0, 1
 
 
-def handle(context: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
+def handle(context: RequestContext, request: ElectLeadersRequest) -> HandlerResult:
     if not authorize_cluster(context, AclOperation.ALTER):
         return error_response(request, ClusterAuthorizationFailedError())
     if request.election_type not in (_PREFERRED, _UNCLEAN):
         return error_response(request, InvalidRequestError(
             f"unknown election type {request.election_type}"))
+    if context.broker.quorum is not None:
+        return _elect_through_the_controller(context, request)
+    return _single_node(context, request)
+
+
+def _elect_through_the_controller(context: RequestContext, request: ElectLeadersRequest) -> HandlerResult:
+    wanted = (None if request.topic_partitions is None else
+              [(entry.topic, list(entry.partitions)) for entry in request.topic_partitions])
+    proposal = context.broker.controller.elect_leaders(request.election_type, wanted)
+
+    def respond() -> ElectLeadersResponse:
+        error = refusal(proposal, "ElectLeaders")
+        if error is not None:
+            return error_response(request, error)
+        return ElectLeadersResponse(replica_election_results=_by_topic(proposal.result()))
+
+    return when_committed([proposal], respond)
+
+
+def _by_topic(results: Iterable[ElectionResult]) -> list[ReplicaElectionResult]:
+    """Results grouped by topic, topics in the order they first appear."""
+    grouped: dict[str, list[PartitionResult]] = {}
+    for result in results:
+        grouped.setdefault(result.topic, []).append(PartitionResult(
+            partition_id=result.partition_id, error_code=result.error_code,
+            error_message=result.error_message))
+    return [ReplicaElectionResult(topic=topic, partition_result=partitions)
+            for topic, partitions in grouped.items()]
+
+
+def _single_node(context: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     image = context.broker.replica_manager.image
     results = []
     for entry in request.topic_partitions or ():

@@ -27,7 +27,9 @@ from typing import Protocol
 from uuid import UUID
 
 from protocol.errors import KafkaError
+from replication.controller.elections import ElectionResult
 from replication.controller.proposal import Proposal
+from replication.controller.reassignment import ReassignmentResult, ReassignmentTarget
 from replication.metadata.acl_control import DeleteResult
 from replication.metadata.acl_model import AclBindingFilter
 from replication.metadata.acls import StandardAcl
@@ -109,6 +111,16 @@ class Controller(Protocol):
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Proposal[ProducerIdsBlock]:
         ...
+
+    def elect_leaders(
+        self, election_type: int, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> Proposal[list[ElectionResult]]:
+        """ElectLeaders (``topic_partitions`` None: every partition)."""
+        ...
+
+    def alter_partition_reassignments(
+        self, topics: Sequence[ReassignmentTarget]
+    ) -> Proposal[list[ReassignmentResult]]: ...
 
     def create_acls(self, acls: Sequence[StandardAcl]) -> Proposal[list[KafkaError | None]]: ...
 

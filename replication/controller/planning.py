@@ -23,6 +23,7 @@ from typing import TypeVar
 from protocol.codec import Message
 from protocol.errors import KafkaError
 from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
+from replication.controller.elections import ElectionResult, plan_elect_leaders
 from replication.controller.interface import (
     NewPartitions,
     NewTopic,
@@ -30,6 +31,11 @@ from replication.controller.interface import (
     TopicToDelete,
 )
 from replication.controller.proposal import Proposal
+from replication.controller.reassignment import (
+    ReassignmentResult,
+    ReassignmentTarget,
+    plan_alter_partition_reassignments,
+)
 from replication.metadata.acl_control import DeleteResult, plan_create_acls, plan_delete_acls
 from replication.metadata.acl_model import AclBindingFilter
 from replication.metadata.acls import StandardAcl
@@ -130,6 +136,23 @@ class PlanningController:
             proposal.add_done_callback(lambda _: logger.info(
                 "topic %s now has %d partition(s)", request.name, request.count))
         return proposal
+
+    # -- leaders and replicas (ElectLeaders, AlterPartitionReassignments) ----------------------
+
+    def elect_leaders(
+        self, election_type: int, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> Proposal[list[ElectionResult]]:
+        """Per-partition results (``elections.plan_elect_leaders``), the elections one batch;
+        refused with INVALID_REQUEST for an unknown election type."""
+        return self._plan_and_propose(
+            lambda: plan_elect_leaders(self.image, election_type, topic_partitions))
+
+    def alter_partition_reassignments(
+        self, topics: Sequence[ReassignmentTarget]
+    ) -> Proposal[list[ReassignmentResult]]:
+        """Per-partition results (``reassignment``), every partition's change in one batch."""
+        return self._plan_and_propose(lambda: plan_alter_partition_reassignments(
+            self.image, topics, node_id=self.node_id))
 
     # -- configs, producer ids ----------------------------------------------------------------
 

@@ -17,6 +17,15 @@ A proposal whose records were handed to the quorum when leadership was lost answ
 NOT_CONTROLLER even though its records may still commit under the next leader; a retry then
 answers what the committed image says (e.g. TOPIC_ALREADY_EXISTS), as with Kafka.
 
+Periodic work (``tick``, called by the quorum member every 250 ms while this node runs): fence
+brokers whose session expired, one per operation; the auto leader rebalance every
+``leader.imbalance.check.interval.seconds`` once the image shows an imbalance
+(``auto.leader.rebalance.enable``, ``elections.plan_balance_partition_leaders`` with
+``leader.imbalance.per.broker.percentage``); unclean elections of leaderless partitions whose
+topic allows them every ``unclean.leader.election.interval.ms`` once some partition is leaderless
+(``elections.plan_elect_unclean_leaders``). The two elections are scheduled as Kafka's
+``ImbalanceSchedule`` (``replication.controller.periodic``) and are cancelled on resignation.
+
 Wiring (``broker.quorum``): ``on_leader_change`` from the Raft node's listener,
 ``on_applied(offset)`` from the metadata loader after each committed batch is applied.
 
@@ -33,18 +42,28 @@ from typing import Any, Protocol, TypeVar
 
 from protocol.codec import Message
 from protocol.errors import NotControllerError
+from protocol.messages.alter_partition_request import AlterPartitionRequest
 from protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.messages.broker_registration_request import BrokerRegistrationRequest
+from replication.controller.alter_partition import AlterPartitionResult, plan_alter_partition
 from replication.controller.cluster_control import (
     HeartbeatPlan,
     plan_broker_heartbeat,
     plan_fence_stale_broker,
     plan_register_broker,
 )
+from replication.controller.elections import (
+    DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
+    imbalanced_partitions,
+    plan_balance_partition_leaders,
+    plan_elect_unclean_leaders,
+)
 from replication.controller.heartbeats import BrokerHeartbeatManager
+from replication.controller.partition_change import partitions_where
+from replication.controller.periodic import PeriodicOperation
 from replication.controller.planning import Plan, PlanningController
 from replication.controller.proposal import Proposal
-from replication.metadata.image import MetadataImage, cluster_id_record
+from replication.metadata.image import NO_LEADER, MetadataImage, PartitionImage, cluster_id_record
 from replication.metadata.records import encode_metadata_record
 from storage.config import LogConfig
 
@@ -53,6 +72,7 @@ __all__ = ["QuorumClient", "QuorumController"]
 logger = logging.getLogger("samsa.replication.controller")
 
 T = TypeVar("T")
+UNCLEAN_LEADER_ELECTION_INTERVAL_MS = 300_000  # Kafka's unclean.leader.election.interval.ms
 
 
 class QuorumClient(Protocol):
@@ -95,7 +115,11 @@ class QuorumController(PlanningController):
         clock_ms: Callable[[], int],
         new_cluster_id: Callable[[], str],
         session_timeout_ms: int = 9000,
+        leader_imbalance_check_interval_ms: int | None = None,
+        leader_imbalance_per_broker_percentage: int = DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
+        unclean_leader_election_interval_ms: int = UNCLEAN_LEADER_ELECTION_INTERVAL_MS,
     ) -> None:
+        """``leader_imbalance_check_interval_ms`` None: no auto leader rebalance."""
         super().__init__(node_id=node_id, default_num_partitions=default_num_partitions,
                          default_replication_factor=default_replication_factor,
                          default_config=default_config)
@@ -111,6 +135,9 @@ class QuorumController(PlanningController):
         self._activated_epoch: int | None = None  # the epoch whose activation ran
         self._fencing_queued = False
         self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
+        self.leader_balance = PeriodicOperation(leader_imbalance_check_interval_ms)
+        self.unclean_elections = PeriodicOperation(unclean_leader_election_interval_ms)
 
     @property
     def image(self) -> MetadataImage:
@@ -236,9 +263,57 @@ class QuorumController(PlanningController):
 
         return self._plan_and_propose(plan)
 
+    # -- partitions: AlterPartition (KIP-497) --------------------------------------------------
+
+    def alter_partition(
+        self, request: AlterPartitionRequest, *, version: int
+    ) -> Proposal[list[AlterPartitionResult]]:
+        """AlterPartition: per-partition results once the ISR changes are committed; refused
+        with STALE_BROKER_EPOCH for the whole request (``alter_partition``)."""
+        return self._plan_and_propose(
+            lambda: plan_alter_partition(self.image, request, version=version))
+
+    # -- timers -------------------------------------------------------------------------------
+
     def tick(self) -> None:
-        """Timers (the quorum member calls this periodically): fence brokers whose session
-        expired, one per operation (Kafka's ``maybeFenceOneStaleBroker``)."""
+        """Timers (the quorum member calls this periodically): fencing of expired sessions, the
+        auto leader rebalance and unclean elections (see the module docstring)."""
+        if not self.active:
+            return
+        self._maybe_fence_stale_broker()
+        image, now_ms = self.image, self._clock_ms()
+        percentage = self.leader_imbalance_per_broker_percentage
+        self._run_periodic(
+            self.leader_balance, image, now_ms, "auto leader rebalance",
+            needed=lambda: bool(imbalanced_partitions(image, percentage)),
+            planner=lambda: plan_balance_partition_leaders(
+                self.image, imbalance_percentage=percentage))
+        self._run_periodic(
+            self.unclean_elections, image, now_ms, "unclean leader elections",
+            needed=lambda: next(partitions_where(image, _leaderless), None) is not None,
+            planner=lambda: plan_elect_unclean_leaders(self.image))
+
+    def _run_periodic(
+        self, schedule: PeriodicOperation, image: MetadataImage, now_ms: int, name: str, *,
+        needed: Callable[[], bool], planner: Callable[[], tuple[list[Message], bool]],
+    ) -> None:
+        if schedule.needs_check(image.last_offset):
+            schedule.check(image.last_offset, now_ms, needed=needed())
+        if not schedule.take_due(now_ms):
+            return
+
+        def plan() -> tuple[bool, Sequence[Message]]:
+            records, more = planner()
+            logger.info("controller %d: %s: %d partition change(s)%s", self.node_id, name,
+                        len(records), "; more to do at once" if more else "")
+            return more, records
+
+        proposal = self._plan_and_propose(plan)
+        proposal.add_done_callback(lambda more: schedule.finished(more=more))
+
+    def _maybe_fence_stale_broker(self) -> None:
+        """Fence the broker whose session expired longest ago, one per operation (Kafka's
+        ``maybeFenceOneStaleBroker``), again at once while one was fenced."""
         if not self.active or self._fencing_queued:
             return
         next_check = self.heartbeats.next_check_time_ms()
@@ -256,7 +331,8 @@ class QuorumController(PlanningController):
             return broker_id, records
 
         proposal = self._plan_and_propose(plan)
-        proposal.add_done_callback(lambda fenced: self.tick() if fenced is not None else None)
+        proposal.add_done_callback(
+            lambda fenced: self._maybe_fence_stale_broker() if fenced is not None else None)
 
     def _fail_pending(self) -> None:
         in_flight, self._in_flight = self._in_flight, None
@@ -265,3 +341,9 @@ class QuorumController(PlanningController):
         while self._queue:
             self._queue.popleft().proposal.fail(NotControllerError())
         self._fencing_queued = False
+        self.leader_balance.cancel()
+        self.unclean_elections.cancel()
+
+
+def _leaderless(partition: PartitionImage) -> bool:
+    return partition.leader == NO_LEADER

@@ -51,9 +51,14 @@ from replication.metadata.image import MetadataImage, PartitionImage, TopicImage
 __all__ = [
     "OngoingReassignment",
     "ReassignmentResult",
+    "ReassignmentTarget",
     "list_partition_reassignments",
     "plan_alter_partition_reassignments",
 ]
+
+
+# (topic, [(partition, target replicas, or None to cancel)])
+ReassignmentTarget = tuple[str, Sequence[tuple[int, Sequence[int] | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +82,7 @@ class OngoingReassignment:
 
 def plan_alter_partition_reassignments(
     image: MetadataImage,
-    topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[int] | None]]]],
+    topics: Sequence[ReassignmentTarget],
     *,
     node_id: int = -1,
 ) -> tuple[list[ReassignmentResult], list[Message]]:

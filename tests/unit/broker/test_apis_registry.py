@@ -12,6 +12,7 @@ from protocol.messages.api_versions_response import ApiVersionsResponse
 KAFKA_4_MINIMUM = {
     0: 3, 1: 4, 2: 1, 3: 0, 18: 0, 19: 2, 20: 1, 21: 0, 22: 0, 23: 2, 32: 1, 33: 0, 35: 1,
     37: 0, 44: 0, 60: 0, 34: 1, 43: 0, 75: 0,
+    45: 0, 46: 0,  # AlterPartitionReassignments, ListPartitionReassignments
     8: 2, 9: 1, 47: 0,  # OffsetCommit, OffsetFetch, OffsetDelete
     10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 42: 0,  # the classic group APIs
     24: 0, 25: 0, 26: 0, 27: 1, 28: 0, 65: 0, 66: 0,  # transactions (WriteTxnMarkers v0 is gone)
@@ -20,9 +21,12 @@ KAFKA_4_MINIMUM = {
     17: 0, 36: 0, 50: 0, 51: 0,  # SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials
 }
 SAMSA_APIS = {10000: 0}  # SamsaDescribeLogSegments (protocol/schemas/)
-# Envelope (KIP-590); the Raft APIs (KIP-595, KIP-630); BrokerRegistration, BrokerHeartbeat
-# (KIP-631); AllocateProducerIds (KIP-730)
-CONTROLLER_ONLY_APIS = {58: 0, 52: 0, 53: 0, 54: 0, 59: 0, 62: 0, 63: 0, 67: 0}
+CONTROLLER_ONLY_APIS = {
+    58: 0,  # Envelope (KIP-590)
+    52: 0, 53: 0, 54: 0, 59: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot
+    62: 0, 63: 0, 67: 0,  # BrokerRegistration, BrokerHeartbeat, AllocateProducerIds (KIP-631)
+    56: 0,  # AlterPartition (KIP-497)
+}
 
 
 def test_every_module_registers_its_range_up_to_the_schema_maximum() -> None:

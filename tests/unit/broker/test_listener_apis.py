@@ -35,9 +35,7 @@ from tests.unit.broker.helpers import with_controller_listeners
 from tests.unit.broker.test_connection import FakeTransport, frame
 
 ENVELOPE = 58
-# Served on controller listeners only: Envelope, the Raft APIs, broker registration and
-# heartbeats, producer id blocks.
-CONTROLLER_ONLY = {ENVELOPE, 52, 53, 54, 59, 62, 63, 67}
+CONTROLLER_ONLY = {ENVELOPE, 52, 53, 54, 59, 62, 63, 67, 56}  # Raft, registration, AlterPartition
 
 
 def test_each_api_is_served_on_the_listener_types_its_schema_names() -> None:
