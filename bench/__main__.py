@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench import broker, client_perf, consumer_perf, groups, rounds, spark, storage
+from bench import broker, client_perf, consumer_perf, groups, rounds, scale, spark, storage
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -24,3 +24,4 @@ if __name__ == "__main__":
     client_perf.main(num_records=30_000 if quick else 300_000, rounds_count=count)
     consumer_perf.main(num_records=50_000 if quick else 500_000, rounds_count=count)
     spark.main(quick=quick, rounds_count=count)
+    scale.main(quick=quick)  # one node at 1k / 10k / 50k partitions (issue 18)

@@ -129,7 +129,8 @@ class Broker:
                 default_config=lambda: log_manager.default_config,
             )
         fetch_purgatory = DelayedOperationPurgatory[DelayedOperation]("Fetch", clock=clock)
-        appender = ReplicaAppender(replica_manager.partition, fetch_purgatory=fetch_purgatory)
+        appender = ReplicaAppender(replica_manager.partition_or_error,
+                                   fetch_purgatory=fetch_purgatory)
         offset_store = OffsetStore(replica_manager, controller, config=offsets_config(config),
                                    clock=clock, appender=appender)
         group_coordinator = GroupCoordinator(config=config.group_config, clock=clock, store=offset_store,

@@ -3,7 +3,10 @@
 A handler proposes its metadata writes synchronously (so requests of one connection take effect
 in the order they arrived) and then answers with ``when_committed``: the response at once when
 every proposal is already resolved (the local controller commits while proposing), else an
-awaitable the connection waits on (a quorum's commit). ``refusal`` turns a resolved proposal into
+awaitable the connection waits on (a quorum's commit). With ``settled`` (CreateTopics,
+CreatePartitions, DeleteTopics) it then also waits for the disk work the commit started on this
+node (``ReplicaManager.settled``: logs created or deleted on the storage worker), so a client
+that is answered can use what it created at once. ``refusal`` turns a resolved proposal into
 the Kafka error to report for its item: its own error, or UNKNOWN_SERVER_ERROR (logged with the
 traceback) for anything unexpected.
 
@@ -35,16 +38,31 @@ logger = logging.getLogger("samsa.broker.commits")
 R = TypeVar("R")
 
 
-def when_committed(proposals: Sequence[Proposal[Any]], respond: Callable[[], R]) -> R | Awaitable[R]:
+def when_committed(
+    proposals: Sequence[Proposal[Any]],
+    respond: Callable[[], R],
+    *,
+    settled: Callable[[], Awaitable[None] | None] | None = None,
+) -> R | Awaitable[R]:
     if all(proposal.done() for proposal in proposals):
-        return respond()
-    return _respond_later(proposals, respond)
+        disk_work = None if settled is None else settled()
+        if disk_work is None:
+            return respond()
+        return _respond_later((), respond, disk_work)
+    return _respond_later(proposals, respond, settled)
 
 
-async def _respond_later(proposals: Sequence[Proposal[Any]], respond: Callable[[], R]) -> R:
+async def _respond_later(
+    proposals: Sequence[Proposal[Any]],
+    respond: Callable[[], R],
+    settled: Callable[[], Awaitable[None] | None] | Awaitable[None] | None,
+) -> R:
     for proposal in proposals:
         with contextlib.suppress(Exception):  # ``respond`` reports each proposal's error
             await proposal
+    disk_work = settled() if callable(settled) else settled
+    if disk_work is not None:
+        await disk_work
     return respond()
 
 

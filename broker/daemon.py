@@ -45,6 +45,8 @@ async def serve(
     await loop.run_in_executor(None, broker.startup)
     scheduler = Scheduler(broker)
     broker.storage_executor = scheduler.storage_executor
+    # From here on, partition logs are created and deleted on the storage worker (issue 18).
+    broker.replica_manager.use_executor(scheduler.storage_executor, loop)
     server = Server(broker)
     metrics = start_metrics(broker, server, loop)  # None when metrics.port is 0
     bound = await server.start()
@@ -64,6 +66,7 @@ async def serve(
             await broker.quorum.stop()  # a leader resigns first (EndQuorumEpoch)
         await server.stop()
         await broker.offsets_loader.stop()
+        await broker.replica_manager.drain()  # logs being created or deleted
         if metrics is not None:
             await loop.run_in_executor(None, metrics.stop)
         await scheduler.stop()

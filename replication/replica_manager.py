@@ -25,21 +25,41 @@ changes the topic defaults (``resolve_default_config``, set by the broker) and s
 
 Nothing here writes metadata: every write is a proposal to the controller
 (``replication.controller``), whose commit reaches this class as a delta. Everything runs on the
-broker's event loop; creating a partition's log is short synchronous disk work done inline, so a
-committed operation is in effect before the proposal resolves.
+broker's event loop.
+
+Cost (issue 18): applying a delta costs O(what it changes), never O(partitions hosted): each
+topic's config is resolved once per delta, a new log's directory is chosen in O(log.dirs). The
+disk work is done inline while ``disk_work`` is None (start-up, tests, the simulator), so a
+committed operation is then in effect before the proposal resolves. Once the broker serves
+(``use_executor``) it goes to the storage executor (``replication.disk_work``): a partition whose
+log is being created is in ``creating``, not ``partitions``, and answers as Kafka's
+``getPartitionOrError`` does for a partition in the image with no local replica yet
+(``partition_or_error``: NOT_LEADER_OR_FOLLOWER, retriable); once created, it takes its role from
+the image as it is *then*. A deleted partition leaves ``partitions`` at once; its log is closed
+and renamed ``-delete`` on the worker, then removed. ``settled(topics)`` tells the admin handlers
+when the disk work of their topics is done, so CreateTopics / DeleteTopics answer after it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
 
-from protocol.errors import KafkaError, KafkaStorageError
+from protocol.errors import (
+    KafkaError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
+from replication.disk_work import DiskWork
 from replication.metadata.controller import topic_config
 from replication.metadata.delta import MetadataDelta, ReplicaState, local_changes
-from replication.metadata.image import MetadataImage, TopicImage
+from replication.metadata.image import MetadataImage, PartitionImage, TopicImage
 from replication.metadata.log import (
     METADATA_PARTITION,
     METADATA_TOPIC,
@@ -58,6 +78,25 @@ __all__ = ["ReplicaManager"]
 
 logger = logging.getLogger("samsa.replication.replica_manager")
 
+# New logs per disk job: each job's completion registers this many partitions on the loop (well
+# under a millisecond), and the first partitions of a large topic are served before the last
+# are created.
+CREATE_CHUNK = 100
+
+
+@dataclass(slots=True)
+class PendingLog:
+    """A log being created on the storage worker. ``log`` is set by the worker; ``cancelled``
+    by the loop when the partition is deleted first (the deletion job then removes ``log``)."""
+
+    topic: str
+    partition: int
+    topic_id: UUID
+    directory: Path
+    config: LogConfig
+    log: Log | None = None
+    cancelled: bool = False
+
 
 class ReplicaManager:
     def __init__(
@@ -73,12 +112,29 @@ class ReplicaManager:
         self.node_id = node_id
         self.clock = clock
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions whose log is being created off the loop (see the module docstring).
+        self.creating: dict[tuple[str, int], PendingLog] = {}
+        self.disk_work: DiskWork | None = None
         # replication-offset-checkpoint, read by the broker before startup() opens partitions.
         self.high_watermark_checkpoints: Mapping[tuple[str, int], int] = {}
         self.metadata_log: MetadataLog | None = None
         self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
         # The topic defaults with the image's dynamic broker configs applied; None: the static ones.
         self.resolve_default_config: Callable[[MetadataImage], LogConfig] | None = None
+
+    def use_executor(self, executor: Executor, loop: asyncio.AbstractEventLoop) -> None:
+        """From now on, create and delete logs on ``executor`` (the broker's storage worker)."""
+        self.disk_work = DiskWork(executor, loop)
+
+    def settled(self, topics: Iterable[str]) -> Awaitable[None] | None:
+        """Resolves once the log creations and deletions of ``topics`` begun so far are done
+        (None: none is under way)."""
+        return None if self.disk_work is None else self.disk_work.settled(topics)
+
+    async def drain(self) -> None:
+        """A clean stop: wait for the disk work under way."""
+        if self.disk_work is not None:
+            await self.disk_work.drain()
 
     @property
     def default_config(self) -> LogConfig:
@@ -160,7 +216,7 @@ class ReplicaManager:
             had_clean_shutdown=True,
             health=self.log_manager.health[first],
         )
-        self.log_manager.logs[(METADATA_TOPIC, METADATA_PARTITION)] = log
+        self.log_manager.add_log(log)
         self.log_manager.write_topic_id(METADATA_TOPIC, METADATA_PARTITION, METADATA_TOPIC_ID)
         return log
 
@@ -172,57 +228,178 @@ class ReplicaManager:
             self._refresh_default_config(image)
         changes = local_changes(delta, image, self.node_id)
         self._stop_partitions(changes.deletes, delta.removed_topics)
-        for state in changes.leaders:
-            self._become(state, image, Partition.make_leader)
-        for state in changes.followers:
-            self._become(state, image, Partition.make_follower)
+        configs = _TopicConfigs(image, self.default_config)
+        missing: list[ReplicaState] = []
+        for state in (*changes.leaders, *changes.followers):
+            key = (state.topic, state.partition.partition_id)
+            if key in self.creating:
+                continue  # takes its role from the image once its log is created
+            if key not in self.partitions and self.disk_work is not None and (
+                    self.log_manager.get_log(*key) is None):
+                missing.append(state)
+                continue
+            self._become(state, configs)
+        if missing:
+            self._create_logs(missing, configs)
         topics = image.topics_by_name if delta.broker_configs_changed else delta.topic_configs_changed
         for name in sorted(topics):
             self._apply_topic_config(image, name)
 
-    def _become(
-        self, state: ReplicaState, image: MetadataImage, role: Callable[..., None]
-    ) -> None:
-        """``role`` (``make_leader`` / ``make_follower``) as the image says; a partition whose
-        log cannot be opened (its directory offline) is logged and left out, the others go on."""
+    def _become(self, state: ReplicaState, configs: _TopicConfigs) -> None:
+        """``make_leader`` / ``make_follower`` as the image says; a partition whose log cannot
+        be opened (its directory offline) is logged and left out, the others go on."""
         try:
-            partition = self._partition_for(state, image)
+            partition = self._partition_for(state, configs)
         except (KafkaError, OSError) as error:
             logger.error("cannot host %s-%d: %s", state.topic, state.partition.partition_id, error)
             return
-        registration = state.partition
+        self._take_role(partition, state.partition)
+
+    def _take_role(self, partition: Partition, registration: PartitionImage) -> None:
+        role = (Partition.make_leader if registration.leader == self.node_id
+                else Partition.make_follower)
         role(partition, leader_id=registration.leader, leader_epoch=registration.leader_epoch,
              replicas=registration.replicas, isr=registration.isr)
 
-    def _partition_for(self, state: ReplicaState, image: MetadataImage) -> Partition:
-        """The live partition of ``state``, created with its log if this node lacks it."""
+    def _partition_for(self, state: ReplicaState, configs: _TopicConfigs) -> Partition:
+        """The live partition of ``state``, created with its log (inline) if this node lacks it."""
         key = (state.topic, state.partition.partition_id)
         partition = self.partitions.get(key)
         if partition is None:
-            config = topic_config(image, state.topic, self.default_config)
+            config = configs.of(state.topic)
             log = self.log_manager.get_or_create_log(*key, config, topic_id=state.topic_id)
             log.config = config
-            partition = Partition(
-                log, topic_id=state.topic_id, leader_epoch=state.partition.leader_epoch,
-                node_id=self.node_id,
-                high_watermark_checkpoint=self.high_watermark_checkpoints.get(key, 0))
-            self.partitions[key] = partition
+            partition = self._host(log, state.topic_id, state.partition.leader_epoch)
         return partition
 
+    def _host(self, log: Log, topic_id: UUID, leader_epoch: int) -> Partition:
+        key = (log.topic, log.partition)
+        partition = Partition(
+            log, topic_id=topic_id, leader_epoch=leader_epoch, node_id=self.node_id,
+            high_watermark_checkpoint=self.high_watermark_checkpoints.get(key, 0))
+        self.partitions[key] = partition
+        return partition
+
+    # -- log creation and deletion off the loop -----------------------------------------------
+
+    def _create_logs(self, states: Sequence[ReplicaState], configs: _TopicConfigs) -> None:
+        """Choose each new log's directory now (on the loop), create the files on the worker
+        in chunks of ``CREATE_CHUNK``; ``_logs_created`` hosts them."""
+        assert self.disk_work is not None
+        for start in range(0, len(states), CREATE_CHUNK):
+            chunk = []
+            for state in states[start:start + CREATE_CHUNK]:
+                try:
+                    directory = self.log_manager.choose_directory()
+                except KafkaStorageError as error:
+                    logger.error("cannot host %s-%d: %s", state.topic,
+                                 state.partition.partition_id, error)
+                    continue
+                pending = PendingLog(state.topic, state.partition.partition_id, state.topic_id,
+                                     directory, configs.of(state.topic))
+                self.creating[(pending.topic, pending.partition)] = pending
+                chunk.append(pending)
+            self.disk_work.submit(
+                [(p.topic, p.partition) for p in chunk],
+                lambda chunk=chunk: self._open_logs(chunk),  # type: ignore[misc]
+                lambda outcome, chunk=chunk: self._logs_created(chunk, outcome))  # type: ignore[misc]
+
+    def _open_logs(self, chunk: Sequence[PendingLog]) -> dict[tuple[str, int], Exception]:
+        """On the worker: each log's files; the errors by partition (the rest succeeded)."""
+        errors: dict[tuple[str, int], Exception] = {}
+        for pending in chunk:
+            try:
+                pending.log = self.log_manager.open_new_log(
+                    pending.directory, pending.topic, pending.partition, pending.config,
+                    topic_id=pending.topic_id)
+            except (KafkaError, OSError) as error:
+                errors[(pending.topic, pending.partition)] = error
+        return errors
+
+    def _logs_created(self, chunk: Sequence[PendingLog],
+                      outcome: dict[tuple[str, int], Exception] | BaseException) -> None:
+        """On the loop: host each created log still wanted, in its role in the current image."""
+        for pending in chunk:
+            key = (pending.topic, pending.partition)
+            if pending.cancelled or self.creating.get(key) is not pending:
+                continue  # deleted meanwhile: the deletion job removes its files
+            del self.creating[key]
+            error = outcome if isinstance(outcome, BaseException) else outcome.get(key)
+            if error is not None or pending.log is None:
+                self.log_manager.release_directory(pending.directory)
+                logger.error("cannot host %s-%d: %s", *key, error)
+                continue
+            self._host_created(pending, pending.log)
+
+    def _host_created(self, pending: PendingLog, log: Log) -> None:
+        self.log_manager.add_log(log, topic_id=pending.topic_id)
+        image = self.image
+        topic = image.topics_by_id.get(pending.topic_id)
+        registration = None if topic is None else topic.partitions.get(pending.partition)
+        assert registration is not None, "a partition deleted meanwhile is cancelled"
+        log.config = topic_config(image, pending.topic, self.default_config)
+        partition = self._host(log, pending.topic_id, registration.leader_epoch)
+        self._take_role(partition, registration)
+
     def _stop_partitions(self, keys: Sequence[tuple[str, int]], removed: list[TopicImage]) -> None:
-        """Kafka's ``stopPartitions`` with deletion: forget them and delete their logs; the
-        ``on_topics_deleted`` callbacks then complete the delayed fetches waiting on them."""
+        """Kafka's ``stopPartitions`` with deletion: forget them and delete their logs (on the
+        worker once there is one); the ``on_topics_deleted`` callbacks then complete the
+        delayed fetches waiting on them."""
+        logs: list[Log] = []
+        cancelled: list[PendingLog] = []
         for key in keys:
             self.partitions.pop(key, None)
-            self.log_manager.delete_log(*key)
+            pending = self.creating.pop(key, None)
+            if pending is not None:
+                pending.cancelled = True
+                self.log_manager.release_directory(pending.directory)
+                cancelled.append(pending)
+            log = self.log_manager.detach_log(*key)
+            if log is not None:
+                logs.append(log)
+        if logs or cancelled:
+            self._delete_logs(keys, logs, cancelled)
         if removed:
             for callback in self.on_topics_deleted:
                 callback(removed)
+
+    def _delete_logs(self, keys: Sequence[tuple[str, int]], logs: list[Log],
+                     cancelled: list[PendingLog]) -> None:
+        manager = self.log_manager
+        if self.disk_work is None:
+            manager.purge_directories(manager.remove_log_files(logs))
+            return
+        disk_work = self.disk_work
+
+        def remove() -> list[Path]:  # on the worker, after the creations of ``cancelled``
+            return manager.remove_log_files(
+                logs + [pending.log for pending in cancelled if pending.log is not None])
+
+        def removed(outcome: list[Path] | BaseException) -> None:
+            if isinstance(outcome, BaseException):
+                logger.error("deleting %d log(s) failed: %s", len(keys), outcome)
+                return
+            disk_work.submit((), lambda: manager.purge_directories(outcome), lambda _: None)
+
+        disk_work.submit(keys, remove, removed)
 
     # -- lookups ------------------------------------------------------------------------------
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
+
+    def partition_or_error(self, topic: str, index: int) -> Partition:
+        """The hosted partition, or raise as Kafka's ``getPartitionOrError``: a partition the
+        image has but this node does not host (its log still being created, or another node's)
+        is NOT_LEADER_OR_FOLLOWER; one the image lacks is UNKNOWN_TOPIC_OR_PARTITION."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            return partition
+        image_topic = None if self.metadata_log is None else self.image.topics_by_name.get(topic)
+        if image_topic is not None and index in image_topic.partitions:
+            raise NotLeaderOrFollowerError(
+                f"partition {topic}-{index} is not hosted on node {self.node_id} (yet)")
+        raise UnknownTopicOrPartitionError()
 
     def topic_by_id(self, topic_id: UUID) -> TopicImage | None:
         return self.image.topics_by_id.get(topic_id)
@@ -244,6 +421,8 @@ class ReplicaManager:
             self.log_manager.default_config = self.resolve_default_config(image)
 
     def _apply_topic_config(self, image: MetadataImage, name: str) -> None:
+        """Every hosted partition of ``name`` gets its config (a change of it, or of the
+        defaults); partitions still being created read it when they are hosted."""
         topic = image.topics_by_name.get(name)
         if topic is None:
             return
@@ -252,3 +431,18 @@ class ReplicaManager:
             partition = self.partitions.get((name, index))
             if partition is not None:
                 partition.log.config = config
+
+
+class _TopicConfigs:
+    """Each topic's effective config, resolved once per delta (not once per partition)."""
+
+    def __init__(self, image: MetadataImage, default_config: LogConfig) -> None:
+        self.image = image
+        self.default_config = default_config
+        self._resolved: dict[str, LogConfig] = {}
+
+    def of(self, topic: str) -> LogConfig:
+        config = self._resolved.get(topic)
+        if config is None:
+            config = self._resolved[topic] = topic_config(self.image, topic, self.default_config)
+        return config

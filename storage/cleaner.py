@@ -263,9 +263,15 @@ def truncate_cleaner_checkpoint(
 
 def remove_cleaner_checkpoint(log_dir: Path, topic_partition: TopicPartition) -> None:
     """Forget a deleted (or moved) log's checkpoint."""
+    remove_cleaner_checkpoints(log_dir, [topic_partition])
+
+
+def remove_cleaner_checkpoints(log_dir: Path, topic_partitions: Iterable[TopicPartition]) -> None:
+    """Forget the checkpoints of deleted logs: one read, and one rewrite if any was there."""
     checkpoint = cleaner_checkpoint_file(log_dir)
     offsets = checkpoint.read()
-    if offsets.pop(topic_partition, None) is not None:
+    removed = [offsets.pop(key, None) for key in topic_partitions]
+    if any(offset is not None for offset in removed):
         checkpoint.write(offsets)
 
 

@@ -20,15 +20,29 @@ metadata image, decides what a missing or different id means (``set_aside_stray`
 belongs to an older topic of the same name). A log created with a topic id gets its file before
 anything can be appended to it.
 
+Creating and deleting a log come in two halves, so the broker can do the disk work off its event
+loop at a cost independent of the number of logs (issue 18):
+- the owner's half (``choose_directory``, ``add_log``, ``detach_log``) touches no file and costs
+  O(log.dirs): ``choose_directory`` places a new log in the online directory holding the fewest
+  (counted as logs are placed, loaded and removed, never by a scan);
+- the disk half (``open_new_log``: mkdir, segment files, ``partition.metadata``;
+  ``remove_log_files``: close, rename ``-delete``, cleaner checkpoints once per directory;
+  ``purge_directories``: the removal) may run on a storage worker; the log is not in ``logs``
+  then, so nothing else reaches it. ``get_or_create_log`` and ``delete_log`` do both halves
+  inline (start-up, tools, tests).
+
 The manager is synchronous; the broker schedules ``flush_due_logs``, ``checkpoint``,
 ``run_retention`` and ``purge_deleted`` (and the cleaner) and runs them off the event loop.
+Those read ``logs`` from the worker while the loop adds and removes entries: they iterate over a
+copy (``list(...)``, taken atomically under the GIL), never over the live dict.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -43,6 +57,7 @@ from storage.cleaner import (
     cleanable_logs,
     cleaner_checkpoint_file,
     remove_cleaner_checkpoint,
+    remove_cleaner_checkpoints,
     truncate_cleaner_checkpoint,
 )
 from storage.clock import Clock
@@ -92,6 +107,9 @@ class LogManager:
         self._threads = recovery_threads_per_dir
         self.health = {d: DirectoryHealth(d) for d in self.log_dirs}
         self.logs: dict[TopicPartition, Log] = {}
+        # Logs placed in each directory (loaded, or chosen for a new log, and not yet removed):
+        # what ``choose_directory`` balances, kept up to date instead of counted by a scan.
+        self._placed: Counter[Path] = Counter()
         # The topic id of each log's partition.metadata, once read or written.
         self.topic_ids: dict[TopicPartition, UUID] = {}
         self.cleaner = Cleaner(offset_map=OffsetMap(cleaner_dedupe_buffer_bytes))
@@ -106,8 +124,10 @@ class LogManager:
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=len(self.log_dirs)) as pool:
-            for loaded in pool.map(self._load_directory, self.log_dirs):
+            for directory, loaded in zip(self.log_dirs, pool.map(self._load_directory,
+                                                                  self.log_dirs), strict=True):
                 self.logs.update(loaded)
+                self._placed[directory] += len(loaded)
 
     def _load_directory(self, directory: Path) -> dict[TopicPartition, Log]:
         marker = directory / CLEAN_SHUTDOWN_FILE
@@ -177,18 +197,93 @@ class LogManager:
             if topic_id is not None and existing.health.offline_reason is None:
                 self._check_topic_id(existing, topic_id)
             return existing
-        directory = self._least_loaded_directory()
-        log = Log.open(
-            directory / f"{topic}-{partition}",
-            config or self._topic_config(topic),
-            clock=self.clock,
-            had_clean_shutdown=True,
-            health=self.health[directory],
-        )
-        self.logs[(topic, partition)] = log
-        if topic_id is not None:
-            self.write_topic_id(topic, partition, topic_id)
+        directory = self.choose_directory()
+        try:
+            log = self.open_new_log(directory, topic, partition,
+                                    config or self._topic_config(topic), topic_id=topic_id)
+        except BaseException:
+            self.release_directory(directory)
+            raise
+        self.add_log(log, topic_id=topic_id)
         return log
+
+    # -- creation and deletion in halves (see the module docstring) ---------------------------
+
+    def choose_directory(self) -> Path:
+        """The online directory with the fewest logs, counted as holding one more from now on
+        (``release_directory`` if the log is not created after all). O(log.dirs)."""
+        online = [d for d in self.log_dirs if self.health[d].offline_reason is None]
+        if not online:
+            raise KafkaStorageError("every log directory is offline")
+        chosen = min(online, key=lambda d: (self._placed[d], str(d)))
+        self._placed[chosen] += 1
+        return chosen
+
+    def release_directory(self, directory: Path) -> None:
+        self._placed[directory] -= 1
+
+    def open_new_log(
+        self, directory: Path, topic: str, partition: int, config: LogConfig,
+        *, topic_id: UUID | None = None,
+    ) -> Log:
+        """Disk half (any thread): open ``<directory>/<topic>-<partition>``, creating it, and
+        write its ``partition.metadata`` before anything can be appended. Not added to
+        ``logs``. An OSError opening the log is raised as is (that partition only); one writing
+        ``partition.metadata`` takes the directory offline (KAFKA_STORAGE_ERROR)."""
+        self.health[directory].check()
+        log = Log.open(directory / f"{topic}-{partition}", config, clock=self.clock,
+                       had_clean_shutdown=True, health=self.health[directory])
+        if topic_id is not None:
+            self._on_disk(log, lambda: write_partition_metadata(log.directory, topic_id))
+        return log
+
+    def add_log(self, log: Log, *, topic_id: UUID | None = None) -> None:
+        """Owner's half: serve ``log`` (opened by ``open_new_log``, its directory chosen)."""
+        key = (log.topic, log.partition)
+        self.logs[key] = log
+        if topic_id is not None:
+            self.topic_ids[key] = topic_id
+
+    def detach_log(self, topic: str, partition: int) -> Log | None:
+        """Owner's half of a deletion: forget the log (None: there was none); its files are
+        the caller's to remove (``remove_log_files``)."""
+        key = (topic, partition)
+        log = self.logs.pop(key, None)
+        if log is None:
+            return None
+        self.topic_ids.pop(key, None)
+        self._placed[log.directory.parent] -= 1
+        return log
+
+    def remove_log_files(self, logs: Sequence[Log]) -> list[Path]:
+        """Disk half (any thread): close each detached log, drop its cleaner checkpoint (one
+        rewrite per directory) and rename it ``<name>.<id>-delete``; returns the new paths for
+        ``purge_directories``. A failure is logged and the other logs go on."""
+        by_directory: dict[Path, list[TopicPartition]] = {}
+        aside = []
+        for log in logs:
+            try:
+                log.close()
+                target = log.directory.with_name(
+                    aside_directory_name(log.topic, log.partition, DELETE_DIR_SUFFIX))
+                log.directory.rename(target)
+            except (KafkaError, OSError) as error:
+                logger.error("deleting %s failed: %s", log.directory, error)
+                continue
+            by_directory.setdefault(log.directory.parent, []).append((log.topic, log.partition))
+            aside.append(target)
+        for directory, keys in by_directory.items():
+            try:
+                remove_cleaner_checkpoints(directory, keys)
+            except (CorruptCheckpointError, OSError) as error:
+                logger.error("dropping cleaner checkpoints in %s failed: %s", directory, error)
+        return aside
+
+    @staticmethod
+    def purge_directories(paths: Iterable[Path]) -> None:
+        """Disk half (any thread): remove directories set aside for deletion."""
+        for path in paths:
+            shutil.rmtree(path, ignore_errors=True)
 
     def _check_topic_id(self, log: Log, topic_id: UUID) -> None:
         stored = self.read_topic_id(log.topic, log.partition)
@@ -233,6 +328,7 @@ class LogManager:
         key = (topic, partition)
         log = self.logs.pop(key)
         self.topic_ids.pop(key, None)
+        self._placed[log.directory.parent] -= 1
         log.close()
         remove_cleaner_checkpoint(log.directory.parent, key)
         target = log.directory.with_name(aside_directory_name(topic, partition, STRAY_DIR_SUFFIX))
@@ -249,28 +345,12 @@ class LogManager:
             logger.error("I/O error in %s; log directory goes offline: %s", log.directory, error)
             raise KafkaStorageError(f"I/O error in {log.directory}: {error}") from error
 
-    def _least_loaded_directory(self) -> Path:
-        online = [d for d in self.log_dirs if self.health[d].offline_reason is None]
-        if not online:
-            raise KafkaStorageError("every log directory is offline")
-        counts = {d: 0 for d in online}
-        for log in self.logs.values():
-            parent = log.directory.parent
-            if parent in counts:
-                counts[parent] += 1
-        return min(online, key=lambda d: (counts[d], str(d)))
-
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Close the log and move its directory aside (``<name>.<id>-delete``), then remove it."""
-        log = self.logs.pop((topic, partition), None)
+        """Both halves inline: close the log, move its directory aside, remove it."""
+        log = self.detach_log(topic, partition)
         if log is None:
             return False
-        self.topic_ids.pop((topic, partition), None)
-        log.close()
-        remove_cleaner_checkpoint(log.directory.parent, (topic, partition))
-        target = log.directory.with_name(aside_directory_name(topic, partition, DELETE_DIR_SUFFIX))
-        log.directory.rename(target)
-        shutil.rmtree(target, ignore_errors=True)
+        self.purge_directories(self.remove_log_files([log]))
         return True
 
     # -- scheduled work -----------------------------------------------------------------------
@@ -343,7 +423,7 @@ class LogManager:
         for directory in self.log_dirs:
             if self.health[directory].offline_reason is not None:
                 continue
-            logs = [log for log in self.logs.values() if log.directory.parent == directory]
+            logs = [log for log in list(self.logs.values()) if log.directory.parent == directory]
             OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write(
                 {(log.topic, log.partition): log.recovery_point for log in logs}
             )
@@ -361,7 +441,7 @@ class LogManager:
                 (directory / CLEAN_SHUTDOWN_FILE).touch()
 
     def _online_items(self) -> list[tuple[TopicPartition, Log]]:
-        return [(k, log) for k, log in self.logs.items() if log.health.offline_reason is None]
+        return [(k, log) for k, log in list(self.logs.items()) if log.health.offline_reason is None]
 
     def _online_logs(self) -> list[Log]:
         return [log for _, log in self._online_items()]

@@ -50,9 +50,12 @@ def handle(
     refused = [_result(name, InvalidRequestError("Duplicate topic name.")) for name in sorted(duplicates)]
     outcomes = [(topic.name, _propose(context, topic, request.validate_only))
                 for topic in request.topics if topic.name not in duplicates]
-    return when_committed([proposal for _, proposal in outcomes], lambda: CreatePartitionsResponse(
-        results=refused + [_result(name, refusal(proposal, f"creating partitions of {name!r}"))
-                           for name, proposal in outcomes]))
+    return when_committed(
+        [proposal for _, proposal in outcomes],
+        lambda: CreatePartitionsResponse(
+            results=refused + [_result(name, refusal(proposal, f"creating partitions of {name!r}"))
+                               for name, proposal in outcomes]),
+        settled=lambda: context.broker.replica_manager.settled(name for name, _ in outcomes))
 
 
 def _propose(

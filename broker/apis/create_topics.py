@@ -18,7 +18,7 @@ Authorization (with an authorizer): CREATE on the cluster or on the topic, else
 TOPIC_AUTHORIZATION_FAILED.
 
 Each change is proposed to the controller (``replication.controller``); the response is sent once
-they are committed (at once on a single node).
+they are committed and this node's new logs are created (on the storage worker, off the loop).
 """
 
 from __future__ import annotations
@@ -62,8 +62,12 @@ def handle(
          else Proposal[TopicPlan].refused(TopicAuthorizationFailedError()))
         for topic in request.topics if topic.name not in duplicates
     ]
-    return when_committed([proposal for _, proposal in outcomes], lambda: CreateTopicsResponse(
-        topics=refused + [_outcome(topic, proposal) for topic, proposal in outcomes]))
+    return when_committed(
+        [proposal for _, proposal in outcomes],
+        lambda: CreateTopicsResponse(
+            topics=refused + [_outcome(topic, proposal) for topic, proposal in outcomes]),
+        settled=lambda: context.broker.replica_manager.settled(
+            topic.name for topic, _ in outcomes))
 
 
 def _propose(context: RequestContext, topic: CreatableTopic, validate_only: bool) -> Proposal[TopicPlan]:

@@ -11,7 +11,8 @@ Authorization (with an authorizer): DELETE on the topic (by id: DESCRIBE too), e
 TOPIC_AUTHORIZATION_FAILED.
 
 Each change is proposed to the controller (``replication.controller``); the response is sent once
-they are committed (at once on a single node).
+they are committed and this node's logs of the deleted topics are closed and renamed aside (on
+the storage worker, off the loop).
 """
 
 from __future__ import annotations
@@ -43,8 +44,16 @@ def handle(
 ) -> DeleteTopicsResponse | Awaitable[DeleteTopicsResponse]:
     outcomes = [(name, topic_id, _propose(context, name, topic_id))
                 for name, topic_id in _targets(context.api_version, request)]
-    return when_committed([proposal for *_, proposal in outcomes], lambda: DeleteTopicsResponse(
-        responses=[_outcome(*outcome) for outcome in outcomes]))
+    return when_committed(
+        [proposal for *_, proposal in outcomes],
+        lambda: DeleteTopicsResponse(responses=[_outcome(*outcome) for outcome in outcomes]),
+        settled=lambda: context.broker.replica_manager.settled(_deleted_names(outcomes)))
+
+
+def _deleted_names(outcomes: list[tuple[str | None, UUID, Proposal[TopicImage]]]) -> list[str]:
+    """The topics whose deletion was committed: their logs are removed on the storage worker."""
+    return [proposal.result().name for *_, proposal in outcomes
+            if proposal.done() and proposal.exception() is None]
 
 
 def _targets(version: int, request: DeleteTopicsRequest) -> list[tuple[str | None, UUID]]:

@@ -167,10 +167,14 @@ def _read_all(
         if name in denied:
             read.error = TopicAuthorizationFailedError()
             continue
-        partition = manager.partition(name, index) if name else None
-        if partition is None:
-            read.error = UnknownTopicIdError() if topic_id != ZERO_UUID and not name else (
+        if not name:
+            read.error = UnknownTopicIdError() if topic_id != ZERO_UUID else (
                 UnknownTopicOrPartitionError())
+            continue
+        try:  # a partition of the image not hosted here: NOT_LEADER_OR_FOLLOWER (Kafka's)
+            partition = manager.partition_or_error(name, index)
+        except KafkaError as error:
+            read.error = error
             continue
         read.partition = partition
         try:

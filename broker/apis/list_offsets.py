@@ -24,7 +24,6 @@ from protocol.errors import (
     KafkaError,
     TopicAuthorizationFailedError,
     UnknownServerError,
-    UnknownTopicOrPartitionError,
 )
 from protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
 from protocol.messages.list_offsets_response import (
@@ -78,9 +77,7 @@ def _lookup(
 def _lookup_or_raise(
     context: RequestContext, topic: str, requested: ListOffsetsPartition, read_committed: bool
 ) -> ListOffsetsPartitionResponse:
-    partition = context.broker.replica_manager.partition(topic, requested.partition_index)
-    if partition is None:
-        raise UnknownTopicOrPartitionError()
+    partition = context.broker.replica_manager.partition_or_error(topic, requested.partition_index)
     answer = ListOffsetsPartitionResponse(partition_index=requested.partition_index)
     if context.api_version >= LEADER_EPOCH_VERSION:  # v1-v3 lack the field: it stays unset
         answer.leader_epoch = partition.leader_epoch

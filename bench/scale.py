@@ -1,0 +1,325 @@
+"""Scaling bench (issue 18): one Samsa node holding 1k, 10k and 50k partitions.
+
+Per scale, on a fresh data directory, with confluent-kafka as the client:
+
+- create time per 1,000 partitions (topics of 1,000 partitions, one CreateTopics each; the mean
+  over the topics, and the last topic's, which shows whether creation grows with what exists);
+- open files (``/proc/<pid>/fd``) and RSS (``VmRSS``) once they exist;
+- produce p99 (ms) of a producer sending one 100-byte record at a time (acks=1) while a
+  CreateTopics of ``LARGE_CREATE`` partitions runs (and its p50 before, for reference);
+- start-up after a clean stop (SIGTERM) and after ``kill -9``: from the process start to the
+  "started" line, and to the first acknowledged produce (time to first produce);
+- produce / consume throughput (records/s, 100-byte records) spread over 1, 100 and 10,000
+  active partitions (fewer when the scale has fewer).
+
+Apache Kafka on the same machine is the yardstick (issue 18) but is not available here yet:
+its column reads n/a. Prints a rich table and writes ``bench/results/scale.json``.
+``--quick`` runs 1k and 5k partitions with smaller counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.progress import Progress
+from rich.table import Table
+
+from bench import rounds
+from bench.storage import RESULTS
+
+ROOT = Path(__file__).resolve().parents[1]
+QUIET = {"log_level": 3}
+TOPIC_PARTITIONS = 1_000
+START_TIMEOUT_SECONDS = 600.0
+
+
+@dataclass
+class ScaleResult:
+    partitions: int
+    create_s_per_1000: float = 0.0
+    create_s_per_1000_last: float = 0.0
+    open_files: int = 0
+    rss_mib: float = 0.0
+    produce_p50_before_ms: float = 0.0
+    produce_p99_during_create_ms: float = 0.0
+    produce_max_during_create_ms: float = 0.0
+    large_create_partitions: int = 0
+    large_create_s: float = 0.0
+    start_clean_s: float = 0.0
+    first_produce_clean_s: float = 0.0
+    start_killed_s: float = 0.0
+    first_produce_killed_s: float = 0.0
+    produce_records_per_s: dict[int, float] = field(default_factory=dict)
+    consume_records_per_s: dict[int, float] = field(default_factory=dict)
+
+
+# -- the broker process -------------------------------------------------------------------------
+
+
+class Node:
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.port = 0
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> tuple[float, float]:
+        """Start; (seconds to the started line, seconds to the first acknowledged produce)."""
+        listen = f"PLAINTEXT://127.0.0.1:{self.port}"
+        samsa = Path(sys.executable).parent / "samsa"
+        began = time.perf_counter()
+        with open(self.data / "broker.log", "a") as log:  # the child keeps its own descriptor
+            self.process = subprocess.Popen(
+                [str(samsa), "broker", "start", "--config",
+                 str(ROOT / "conf" / "server.properties"), "--override",
+                 f"log.dirs={self.data / 'logs'}", "--override", f"listeners={listen}"],
+                stdout=subprocess.PIPE, stderr=log, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if "started on" not in line:
+            raise RuntimeError(f"the broker did not start: {line!r}; see {self.data / 'broker.log'}")
+        started = time.perf_counter() - began
+        self.port = int(line.rsplit(":", 1)[1])
+        produce_one(self.bootstrap, "first-produce")
+        return started, time.perf_counter() - began
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        assert self.process is not None
+        self.process.send_signal(sig)
+        self.process.wait(300)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def open_files(self) -> int:
+        assert self.process is not None
+        return len(os.listdir(f"/proc/{self.process.pid}/fd"))
+
+    def rss_mib(self) -> float:
+        assert self.process is not None
+        with open(f"/proc/{self.process.pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+
+def produce_one(bootstrap: str, topic: str) -> None:
+    """One record, retried until acknowledged (the topic is auto-created or being loaded)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 600_000, **QUIET})
+    errors: list[object] = []
+    producer.produce(topic, b"x", on_delivery=lambda error, _: errors.append(error))
+    producer.flush(600)
+    if errors != [None]:
+        raise RuntimeError(f"first produce failed: {errors}")
+
+
+# -- the measures ---------------------------------------------------------------------------------
+
+
+def create(admin: AdminClient, name: str, partitions: int) -> float:
+    started = time.perf_counter()
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
+                        operation_timeout=600, request_timeout=900)[name].result(900)
+    return time.perf_counter() - started
+
+
+def produce_latencies(bootstrap: str, topic: str, stop: threading.Event) -> list[float]:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1, **QUIET})
+    latencies: list[float] = []
+    while not stop.is_set():
+        sent = time.perf_counter()
+        done: list[float] = []
+        producer.produce(topic, b"x" * 100, on_delivery=_record_time(done))
+        producer.flush(30)
+        if done:
+            latencies.append((done[0] - sent) * 1000)
+        time.sleep(0.002)
+    return latencies
+
+
+def _record_time(done: list[float]) -> Callable[[object, object], None]:
+    return lambda error, message: done.append(time.perf_counter())
+
+
+def _idle(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] if ordered else 0.0
+
+
+def during(bootstrap: str, action: Callable[[], float]) -> tuple[float, list[float]]:
+    stop = threading.Event()
+    latencies: list[float] = []
+    thread = threading.Thread(
+        target=lambda: latencies.extend(produce_latencies(bootstrap, "steady", stop)))
+    thread.start()
+    try:
+        took = action()
+    finally:
+        stop.set()
+        thread.join()
+    return took, latencies
+
+
+def throughput(bootstrap: str, admin: AdminClient, active: int, records: int) -> tuple[float, float]:
+    topic = f"throughput-{active}"
+    create(admin, topic, active)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
+    payload = b"x" * 100
+    started = time.perf_counter()
+    for index in range(records):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=index % active)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(600)
+    produced = records / (time.perf_counter() - started)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, **QUIET})
+    consumer.assign([TopicPartition(topic, index, 0) for index in range(active)])
+    seen, started = 0, time.perf_counter()
+    deadline = started + 600
+    while seen < records and time.perf_counter() < deadline:
+        seen += sum(1 for m in consumer.consume(10_000, 0.5) if not m.error())
+    consumed = seen / (time.perf_counter() - started)
+    consumer.close()
+    return produced, consumed
+
+
+def measure(partitions: int, *, large_create: int, records: int, work: Path,
+            progress: Callable[[str], None]) -> ScaleResult:
+    result = ScaleResult(partitions, large_create_partitions=large_create)
+    node = Node(work)
+    node.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": node.bootstrap, **QUIET})
+        create(admin, "steady", 1)
+        times = []
+        for index in range(max(1, partitions // TOPIC_PARTITIONS)):
+            progress(f"{partitions:,}: creating {(index + 1) * TOPIC_PARTITIONS:,}")
+            times.append(create(admin, f"scale-{index}", TOPIC_PARTITIONS))
+        result.create_s_per_1000 = sum(times) / len(times)
+        result.create_s_per_1000_last = times[-1]
+        result.open_files, result.rss_mib = node.open_files(), node.rss_mib()
+        progress(f"{partitions:,}: produce latency during a CreateTopics of {large_create:,}")
+        _, before = during(node.bootstrap, lambda: _idle(2.0))
+        result.produce_p50_before_ms = percentile(before, 0.5)
+        took, latencies = during(node.bootstrap, lambda: create(admin, "large", large_create))
+        result.large_create_s = took
+        result.produce_p99_during_create_ms = percentile(latencies, 0.99)
+        result.produce_max_during_create_ms = max(latencies, default=0.0)
+        for active in (1, 100, 10_000):
+            if active <= partitions:
+                progress(f"{partitions:,}: throughput over {active:,} partitions")
+                produced, consumed = throughput(node.bootstrap, admin, active, records)
+                result.produce_records_per_s[active] = produced
+                result.consume_records_per_s[active] = consumed
+        progress(f"{partitions:,}: restart after a clean stop")
+        node.stop()
+        result.start_clean_s, result.first_produce_clean_s = node.start()
+        progress(f"{partitions:,}: restart after kill -9")
+        node.stop(signal.SIGKILL)
+        result.start_killed_s, result.first_produce_killed_s = node.start()
+    finally:
+        with contextlib.suppress(Exception):
+            node.stop()
+    return result
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def table(results: list[ScaleResult], env: dict[str, Any]) -> Table:
+    view = Table(title="Samsa at scale: one node (Apache Kafka: n/a, not available here yet)",
+                 caption=rounds.caption(env))
+    view.add_column("figure")
+    for result in results:
+        view.add_column(f"{result.partitions:,} partitions", justify="right")
+    view.add_column("Apache Kafka", justify="right")
+
+    def row(name: str, value: Callable[[ScaleResult], str]) -> None:
+        view.add_row(name, *(value(result) for result in results), "n/a")
+
+    row("create s / 1,000 (mean)", lambda r: f"{r.create_s_per_1000:.2f}")
+    row("create s / 1,000 (last)", lambda r: f"{r.create_s_per_1000_last:.2f}")
+    row("open files", lambda r: f"{r.open_files:,}")
+    row("RSS MiB", lambda r: f"{r.rss_mib:,.0f}")
+    row("produce p50 before, ms", lambda r: f"{r.produce_p50_before_ms:.1f}")
+    row("produce p99 during CreateTopics, ms",
+        lambda r: f"{r.produce_p99_during_create_ms:.1f} ({r.large_create_partitions:,} "
+                  f"in {r.large_create_s:.1f} s)")
+    row("produce max during CreateTopics, ms", lambda r: f"{r.produce_max_during_create_ms:.1f}")
+    row("start-up, clean stop, s", lambda r: f"{r.start_clean_s:.1f}")
+    row("first produce, clean stop, s", lambda r: f"{r.first_produce_clean_s:.1f}")
+    row("start-up, kill -9, s", lambda r: f"{r.start_killed_s:.1f}")
+    row("first produce, kill -9, s", lambda r: f"{r.first_produce_killed_s:.1f}")
+    for active in (1, 100, 10_000):
+        row(f"produce rec/s, {active:,} active", _rate(active, produce=True))
+        row(f"consume rec/s, {active:,} active", _rate(active, produce=False))
+    return view
+
+
+def _rate(active: int, *, produce: bool) -> Callable[[ScaleResult], str]:
+    def cell(result: ScaleResult) -> str:
+        rates = result.produce_records_per_s if produce else result.consume_records_per_s
+        return f"{rates[active]:,.0f}" if active in rates else "-"
+    return cell
+
+
+@contextlib.contextmanager
+def scratch() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="samsa-bench-scale-") as directory:
+        yield Path(directory)
+
+
+def main(*, quick: bool = False, json_path: Path | None = None) -> list[ScaleResult]:
+    console = rounds.console()
+    scales = (1_000, 5_000) if quick else (1_000, 10_000, 50_000)
+    env = rounds.environment()
+    results = []
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("scale", total=len(scales))
+        for partitions in scales:
+            with scratch() as work:
+                results.append(measure(
+                    partitions, large_create=2_000 if quick else 5_000,
+                    records=20_000 if quick else 200_000, work=work,
+                    progress=lambda text: bar.update(task, description=text)))
+            bar.advance(task)
+    env = rounds.finish(env)
+    console.print(table(results, env))
+    document = {"environment": env, "results": [asdict(result) for result in results],
+                "apache_kafka": None}
+    rounds.write_results(document, json_path or RESULTS / "scale.json", console)
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="1k and 5k partitions, fewer records")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    arguments = parser.parse_args()
+    main(quick=arguments.quick, json_path=arguments.json)
