@@ -1,8 +1,11 @@
-"""The transaction coordinator (Kafka's ``TransactionCoordinator``), on one node, sans-IO.
+"""The transaction coordinator (Kafka's ``TransactionCoordinator``), sans-IO.
 
-Every transactional id of this node (all ``__transaction_state`` partitions are led here) has
-a ``TransactionMetadata`` state machine in ``transactions``. A request steps it in two phases
-(see ``broker.transaction.metadata``): prepare, write the transit to the transaction log
+Every transactional id this node coordinates has a ``TransactionMetadata`` state machine in
+``transactions``: on a single node every id (all ``__transaction_state`` partitions are led
+here); in a cluster the ids of the partitions this node leads and has loaded (``partitions``,
+``load_partition`` / ``unload_partition``). Any other id is answered NOT_COORDINATOR, or
+COORDINATOR_LOAD_IN_PROGRESS while its partition loads (``ownership_error``, checked first).
+A request steps it in two phases (see ``broker.transaction.metadata``): prepare, write the transit to the transaction log
 (``TransactionLogWriter``), then complete. All I/O is behind the injected ``log`` and
 ``markers`` (``MarkerWriter``) and time comes from ``clock``, so every path is driven by plain
 calls in tests; the broker gives it the ``__transaction_state`` log and the replica manager.
@@ -34,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.coordinator_partitions import CoordinatorPartitions
 from broker.transaction.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -112,6 +116,8 @@ class TransactionCoordinator:
         log: TransactionLogWriter,
         markers: MarkerWriter,
         allocate_producer_id: Callable[[], int],
+        partition_for: Callable[[str], int] = lambda transactional_id: 0,
+        owns_all: bool = True,
     ) -> None:
         self.config = config
         self.transactions: dict[str, TransactionMetadata] = {}
@@ -119,6 +125,9 @@ class TransactionCoordinator:
         self._log = log
         self._markers = markers
         self._allocate_producer_id = allocate_producer_id
+        self._partition_for = partition_for
+        # the __transaction_state partitions served here (``broker.coordinator_partitions``)
+        self.partitions = CoordinatorPartitions(owns_all=owns_all)
 
     def _now_ms(self) -> int:
         return self._clock.milliseconds()
@@ -126,6 +135,31 @@ class TransactionCoordinator:
     def load(self, loaded: Mapping[str, TransactionMetadata]) -> None:
         """The state replayed from ``__transaction_state`` (call ``complete_pending`` after)."""
         self.transactions.update(loaded)
+
+    # -- ownership (a cluster: only the partitions this node leads) ---------------------------
+
+    def ownership_error(self, transactional_id: str) -> ErrorCode | None:
+        """None when the id's partition is served here; else COORDINATOR_LOAD_IN_PROGRESS or
+        NOT_COORDINATOR (Kafka's ``TransactionStateManager.getTransactionState``)."""
+        return self.partitions.error(self._partition_for(transactional_id))
+
+    def load_partition(
+        self, partition: int, loaded: Mapping[str, TransactionMetadata], leader_epoch: int
+    ) -> bool:
+        """A partition elected at ``leader_epoch`` was read: serve its ids; False (nothing
+        taken) when the load is stale. Transactions found preparing get their markers at the
+        next ``complete_pending``."""
+        if not self.partitions.complete_loading(partition, leader_epoch):
+            return False
+        self.transactions.update(loaded)
+        return True
+
+    def unload_partition(self, partition: int) -> int:
+        """The partition is led elsewhere: forget its ids; how many."""
+        gone = [tid for tid in self.transactions if self._partition_for(tid) == partition]
+        for transactional_id in gone:
+            del self.transactions[transactional_id]
+        return len(gone)
 
     # -- InitProducerId -----------------------------------------------------------------------
 
@@ -137,6 +171,9 @@ class TransactionCoordinator:
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
         if not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
             return InitProducerIdResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        not_here = self.ownership_error(transactional_id)
+        if not_here is not None:
+            return InitProducerIdResult(not_here)
         txn = self.transactions.get(transactional_id)
         if txn is None:
             txn = TransactionMetadata(transactional_id, self._allocate_producer_id(), timeout_ms,
@@ -188,7 +225,8 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST
         added = frozenset(partitions)
         txn = self.transactions.get(transactional_id)
-        error = _check_producer(txn, producer_id, producer_epoch)
+        error = self.ownership_error(transactional_id) or _check_producer(
+            txn, producer_id, producer_epoch)
         if error is not None:
             return error
         assert txn is not None
@@ -208,7 +246,8 @@ class TransactionCoordinator:
         if not transactional_id:
             return dict.fromkeys(wanted, ErrorCode.INVALID_REQUEST)
         txn = self.transactions.get(transactional_id)
-        error = _check_producer(txn, producer_id, producer_epoch)
+        error = self.ownership_error(transactional_id) or _check_producer(
+            txn, producer_id, producer_epoch)
         if error is None and txn is not None and txn.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
             error = ErrorCode.CONCURRENT_TRANSACTIONS
         if error is not None:
@@ -224,6 +263,9 @@ class TransactionCoordinator:
     ) -> EndTxnResult:
         if not transactional_id:
             return EndTxnResult(ErrorCode.INVALID_REQUEST)
+        not_here = self.ownership_error(transactional_id)
+        if not_here is not None:
+            return EndTxnResult(not_here)
         txn = self.transactions.get(transactional_id)
         if txn is None:
             return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -356,6 +398,9 @@ class TransactionCoordinator:
     def describe(self, transactional_id: str) -> TransactionMetadata | ErrorCode:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
+        not_here = self.ownership_error(transactional_id)
+        if not_here is not None:
+            return not_here
         txn = self.transactions.get(transactional_id)
         if txn is None or txn.state is _S.DEAD:
             return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
