@@ -26,6 +26,7 @@ from broker.group.coordinator import GroupCoordinator
 from broker.group.loading import OffsetsLoader
 from broker.group.offsets import OFFSETS_TOPIC, OffsetsConfig, OffsetStore
 from broker.meta_properties import load_cluster_id, random_uuid
+from broker.node_client import NodeClients
 from broker.purgatory_reaper import PurgatoryReaper
 from broker.transaction.service import TransactionService
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
@@ -194,6 +195,19 @@ class Broker:
         if self.quorum_controller is not None:
             self.quorum_controller.quorum = quorum.driver
         self.forwarder = Forwarder(quorum.clients, lambda: quorum.leader_id)
+        self.transactions.send_remote_markers(NodeClients(
+            self.inter_broker_endpoint, client_id=f"broker-{self.node_id}",
+            request_timeout_ms=self.config.kraft.quorum.request_timeout_ms))
+
+    def inter_broker_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        """Where broker ``node_id`` listens for other brokers (``inter.broker.listener.name``
+        in its registration), None when it is not registered there."""
+        registration = self.replica_manager.image.brokers.by_id.get(node_id)
+        name = self.config.kraft.inter_broker_listener_name.upper()
+        for endpoint in () if registration is None else registration.listeners:
+            if endpoint.name == name:
+                return endpoint.host, endpoint.port
+        return None
 
     @property
     def controller_id(self) -> int:

@@ -13,10 +13,11 @@ calls in tests; the broker gives it the ``__transaction_state`` log and the repl
 Ending a transaction (EndTxn, a timeout, or an InitProducerId fencing an open one): write
 PrepareCommit/PrepareAbort; the client's answer is decided there (NONE once it is in the
 log); then write the markers to every partition of the transaction and, when none is left
-to retry, CompleteCommit/CompleteAbort. On one node the markers are written right away, in
-the same call (Kafka sends WriteTxnMarkers to the partition leaders and answers EndTxn
-before they are written); partitions whose marker failed with a retriable error stay in the
-transaction, which stays in PrepareCommit/PrepareAbort until ``complete_pending`` (run by the
+to retry, CompleteCommit/CompleteAbort. The markers of partitions this node leads are written
+right away, in the same call (Kafka sends WriteTxnMarkers to the partition leaders and answers
+EndTxn before they are written); in a cluster those of partitions led elsewhere are sent to
+their leaders and taken off when they answer (``markers_written``). Partitions whose marker
+failed with a retriable error stay in the transaction, which stays in PrepareCommit/PrepareAbort until ``complete_pending`` (run by the
 scheduled abort task) writes them. A transaction found in PrepareCommit/PrepareAbort when the
 log is loaded is completed the same way.
 
@@ -331,10 +332,26 @@ class TransactionCoordinator:
             if partition not in retry:
                 txn.remove_partition(partition)
         if txn.partitions:
-            logger.warning("transactional id %s: markers for %s to be retried",
-                           txn.transactional_id, sorted(txn.partitions))
+            logger.info("transactional id %s: markers for %s not written yet",
+                        txn.transactional_id, sorted(txn.partitions))
             return
         self._write(txn, txn.prepare_complete(self._now_ms()))
+
+    def markers_written(
+        self, producer_id: int, producer_epoch: int, commit: bool, written: set[TopicPartition]
+    ) -> None:
+        """Markers written by other partition leaders (WriteTxnMarkers answered): take them
+        off the transaction, and complete it once none is left. Ignored unless the producer's
+        transaction is still the one preparing that outcome."""
+        preparing = _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT
+        txn = next((t for t in self.transactions.values() if t.producer_id == producer_id), None)
+        if txn is None or txn.producer_epoch != producer_epoch or txn.state is not preparing \
+                or txn.pending_transition_in_progress:
+            return
+        for partition in written & txn.partitions:
+            txn.remove_partition(partition)
+        if not txn.partitions:
+            self._write(txn, txn.prepare_complete(self._now_ms()))
 
     def complete_pending(self) -> int:
         """Retry the markers of every transaction left in PrepareCommit/PrepareAbort."""

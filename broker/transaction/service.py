@@ -29,9 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.group.offsets import OffsetStore
+from broker.node_client import NodeClients
 from broker.transaction.coordinator import TransactionConfig, TransactionCoordinator
 from broker.transaction.markers import PartitionMarkerWriter
 from broker.transaction.producer_ids import ProducerIdManager
+from broker.transaction.remote_markers import RemoteMarkerSender
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC, TransactionStateLog
 from replication.append import ReplicaAppender
 from replication.controller.interface import Controller
@@ -110,6 +112,11 @@ class TransactionService:
         logger.info("resigned as transaction coordinator of %s-%d: %d id(s) unloaded",
                     TRANSACTION_STATE_TOPIC, index, count)
 
+    def send_remote_markers(self, clients: NodeClients) -> None:
+        """A cluster: markers for partitions led by other brokers go to them through
+        ``clients`` (``broker.transaction.remote_markers``)."""
+        self.markers.remote = RemoteMarkerSender(clients, on_written=self.coordinator.markers_written)
+
     def start(self) -> None:
         """Load the elected partitions in the background (on the event loop, once serving)."""
         self._started = True
@@ -121,6 +128,8 @@ class TransactionService:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self.markers.remote is not None:
+            await self.markers.remote.close()
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
