@@ -50,6 +50,17 @@ def coordinator_of(cluster: ClusterNodes, key: str, key_type: int, *, via: int) 
     return node_id if error == 0 else None
 
 
+def wait_for_coordinator(cluster: ClusterNodes, key: str, key_type: int, *, via: int) -> int:
+    """The coordinator of ``key`` once ``via`` names one (the internal topic is created by
+    the first FindCoordinator: COORDINATOR_NOT_AVAILABLE until then)."""
+    def found() -> int | None:
+        return coordinator_of(cluster, key, key_type, via=via)
+
+    coordinator = wait_until(found, timeout_s=30, what=f"a coordinator for {key} via node {via}")
+    assert coordinator is not None
+    return coordinator
+
+
 def formed(cluster: ClusterNodes, node_ids: tuple[int, ...] = NODES) -> AdminClient:
     admin = AdminClient({"bootstrap.servers": ",".join(
         f"127.0.0.1:{cluster.client_ports[n]}" for n in node_ids)})
@@ -63,8 +74,7 @@ def key_coordinated_elsewhere(cluster: ClusterNodes, prefix: str, key_type: int,
     """A key whose coordinator is another node than ``not_on``, and that coordinator."""
     for attempt in range(200):
         key = f"{prefix}-{attempt}"
-        coordinator = wait_until(lambda key=key: coordinator_of(cluster, key, key_type, via=not_on),
-                                 timeout_s=30, what=f"a coordinator for {key}")
+        coordinator = wait_for_coordinator(cluster, key, key_type, via=not_on)
         if coordinator != not_on:
             return key, coordinator
     raise AssertionError("every key is coordinated by the bootstrap node")
@@ -88,21 +98,19 @@ def consume(consumer: Consumer, count: int, *, timeout_s: float = 40) -> list[by
     def more() -> bool:
         message = consumer.poll(0.5)
         if message is not None and message.error() is None:
-            values.append(message.value())
+            values.append(message.value() or b"")
         return len(values) >= count
 
     wait_until(more, timeout_s=timeout_s, what=f"{count} messages")
     return values
 
 
-def test_find_coordinator_names_the_internal_partition_leader_from_every_node(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
+def test_find_coordinator_names_the_internal_partition_leader_from_every_node(cluster_nodes) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     cluster = cluster_nodes(3)
     admin = formed(cluster)
     for key, key_type, topic in (("orders-app", GROUP, "__consumer_offsets"),
                                  ("txn-app", TRANSACTION, "__transaction_state")):
-        answers = wait_until(lambda key=key, key_type=key_type: (
-            found if all(found := [coordinator_of(cluster, key, key_type, via=n) for n in NODES])
-            else None), timeout_s=30, what=f"a coordinator for {key}")
+        answers = [wait_for_coordinator(cluster, key, key_type, via=n) for n in NODES]
         assert len(set(answers)) == 1, answers
         metadata = admin.list_topics(topic, timeout=5).topics[topic]
         assert len(metadata.partitions) == 50
@@ -112,7 +120,7 @@ def test_find_coordinator_names_the_internal_partition_leader_from_every_node(cl
         assert port == cluster.client_ports[node_id]
 
 
-def test_a_consumer_group_resumes_from_its_commit_through_a_coordinator_on_another_node(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
+def test_a_consumer_group_resumes_from_its_commit_through_a_coordinator_on_another_node(cluster_nodes) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     cluster = cluster_nodes(3)
     admin = formed(cluster)
     create_topic(admin, "orders", partitions=3)
@@ -143,7 +151,7 @@ def test_a_consumer_group_resumes_from_its_commit_through_a_coordinator_on_anoth
         second.close()
 
 
-def test_a_transactional_producer_commits_through_a_coordinator_on_another_node(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
+def test_a_transactional_producer_commits_through_a_coordinator_on_another_node(cluster_nodes) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     cluster = cluster_nodes(3)
     admin = formed(cluster)
     create_topic(admin, "payments", partitions=3)  # leaders spread: markers go to every node
@@ -167,7 +175,7 @@ def test_a_transactional_producer_commits_through_a_coordinator_on_another_node(
         reader.close()
 
 
-def test_after_sigterm_of_the_coordinator_node_the_group_finds_the_new_coordinator(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
+def test_after_sigterm_of_the_coordinator_node_the_group_finds_the_new_coordinator(cluster_nodes) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     cluster = cluster_nodes(3)
     admin = formed(cluster)
     create_topic(admin, "events", partitions=1, replication_factor=3)
@@ -178,8 +186,9 @@ def test_after_sigterm_of_the_coordinator_node_the_group_finds_the_new_coordinat
     assert process is not None
     process.send_signal(signal.SIGTERM)  # controlled shutdown: leaderships move first
     assert process.wait(30) == 0
-    moved = wait_until(lambda: coordinator_of(cluster, group, GROUP, via=others[0]),
-                       timeout_s=30, what="a new coordinator")
+    wait_until(lambda: coordinator_of(cluster, group, GROUP, via=others[0]) in others,
+               timeout_s=30, what="a coordinator on a running node")
+    moved = wait_for_coordinator(cluster, group, GROUP, via=others[0])
     assert moved in others
     assert all(coordinator_of(cluster, group, GROUP, via=n) == moved for n in others)
     # The group works again with its new coordinator. Its committed offsets are not expected to
