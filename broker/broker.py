@@ -19,18 +19,22 @@ from broker.auth.authorizer import Authorizer, parse_super_users
 from broker.config import BrokerConfig, Listener, endpoint_for
 from broker.config_admin import dynamic_log_config
 from broker.controller_router import ControllerRouter
+from broker.coordinator_partitions import coordinator_elections
 from broker.fetch_session import FetchSessionCache
 from broker.forwarding import FORWARDABLE_API_KEYS, Forwarder
 from broker.group.coordinator import GroupCoordinator
 from broker.group.loading import OffsetsLoader
-from broker.group.offsets import OffsetsConfig, OffsetStore
+from broker.group.offsets import OFFSETS_TOPIC, OffsetsConfig, OffsetStore
 from broker.meta_properties import load_cluster_id, random_uuid
+from broker.node_client import NodeClients
 from broker.purgatory_reaper import PurgatoryReaper
 from broker.transaction.service import TransactionService
+from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
 from replication.append import ReplicaAppender
 from replication.controller.local import LocalController
 from replication.controller.quorum import QuorumController
 from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
+from replication.metadata.delta import LocalReplicaChanges
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from replication.replica_manager import ReplicaManager
@@ -133,8 +137,9 @@ class Broker:
                                    fetch_purgatory=fetch_purgatory)
         offset_store = OffsetStore(replica_manager, controller, config=offsets_config(config),
                                    clock=clock, appender=appender)
+        kraft = config.kraft.is_kraft  # a cluster: the coordinators serve only what this node leads
         group_coordinator = GroupCoordinator(config=config.group_config, clock=clock, store=offset_store,
-                                             partition_for=offset_store.partition_for)
+                                             partition_for=offset_store.partition_for, owns_all=not kraft)
         broker = cls(
             config=config,
             clock=clock,
@@ -149,6 +154,8 @@ class Broker:
                 config.transaction_config, clock=clock, replica_manager=replica_manager,
                 controller=controller, offset_store=offset_store,
                 offsets_partition_loading=group_coordinator.is_loading, appender=appender,
+                replication_factor=config.kraft.transaction_state_log_replication_factor if kraft else 1,
+                owns_all=not kraft,
             ),
             appender=appender,
             fetch_reaper=PurgatoryReaper(fetch_purgatory),
@@ -163,6 +170,8 @@ class Broker:
                 allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
             )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
+        if kraft:
+            replica_manager.on_local_changes.append(broker._coordinator_elections)
         replica_manager.resolve_default_config = broker._dynamic_log_config
         return broker
 
@@ -182,8 +191,9 @@ class Broker:
             self.controller.start(self.replica_manager.metadata_log)
         else:
             self._join_quorum()
-        self.offsets_loader.schedule()
-        self.transactions.load()  # before serving: no COORDINATOR_LOAD_IN_PROGRESS window
+        if self.quorum is None:  # a cluster loads what this node leads as it is elected
+            self.offsets_loader.schedule()
+            self.transactions.load()  # before serving: no COORDINATOR_LOAD_IN_PROGRESS window
 
     def _join_quorum(self) -> None:
         """KRaft: the Raft node over the metadata log just opened (started by the daemon)."""
@@ -193,6 +203,19 @@ class Broker:
         if self.quorum_controller is not None:
             self.quorum_controller.quorum = quorum.driver
         self.forwarder = Forwarder(quorum.clients, lambda: quorum.leader_id)
+        self.transactions.send_remote_markers(NodeClients(
+            self.inter_broker_endpoint, client_id=f"broker-{self.node_id}",
+            request_timeout_ms=self.config.kraft.quorum.request_timeout_ms))
+
+    def inter_broker_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        """Where broker ``node_id`` listens for other brokers (``inter.broker.listener.name``
+        in its registration), None when it is not registered there."""
+        registration = self.replica_manager.image.brokers.by_id.get(node_id)
+        name = self.config.kraft.inter_broker_listener_name.upper()
+        for endpoint in () if registration is None else registration.listeners:
+            if endpoint.name == name:
+                return endpoint.host, endpoint.port
+        return None
 
     @property
     def controller_id(self) -> int:
@@ -258,6 +281,20 @@ class Broker:
 
         future.add_done_callback(done)
 
+    def _coordinator_elections(self, changes: LocalReplicaChanges) -> None:
+        """A cluster's delta: the coordinators take the internal partitions this node leads
+        now and give up those it follows or lost (Kafka's ``BrokerMetadataPublisher`` calling
+        ``onElection`` / ``onResignation``)."""
+        for topic, elect, resign in (
+            (OFFSETS_TOPIC, self.offsets_loader.elect, self.offsets_loader.resign),
+            (TRANSACTION_STATE_TOPIC, self.transactions.elect, self.transactions.resign),
+        ):
+            elections = coordinator_elections(changes, topic)
+            for index, leader_epoch in elections.elected:
+                elect(index, leader_epoch)
+            for index, resigned_epoch in elections.resigned:
+                resign(index, resigned_epoch)
+
     def _dynamic_log_config(self, image: MetadataImage) -> LogConfig:
         """The topic defaults: static config with the dynamic broker configs of ``image``."""
         return dynamic_log_config(self.config, image, self.config.node_id)
@@ -270,7 +307,9 @@ class Broker:
 
 
 def offsets_config(config: BrokerConfig) -> OffsetsConfig:
+    kraft = config.kraft
     return OffsetsConfig(
+        replication_factor=kraft.offsets_topic_replication_factor if kraft.is_kraft else 1,
         num_partitions=config.offsets_topic_num_partitions,
         segment_bytes=config.offsets_topic_segment_bytes,
         retention_ms=config.offsets_retention_minutes * 60_000,

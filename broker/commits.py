@@ -13,6 +13,10 @@ traceback) for anything unexpected.
 ``create_internal_topic``: the coordinators' ``__consumer_offsets`` / ``__transaction_state``,
 created through the controller on first use (Kafka's ``AutoTopicCreationManager``). Until the
 creation is committed the coordinator is not available (COORDINATOR_NOT_AVAILABLE, retriable).
+The replication factor is the caller's: 1 on a single node, ``offsets.topic.replication.factor``
+/ ``transaction.state.log.replication.factor`` in a cluster, not capped: as in Kafka, the
+controller refuses a factor above the number of registered brokers (INVALID_REPLICATION_FACTOR)
+and the creation is tried again at the next FindCoordinator.
 """
 
 from __future__ import annotations
@@ -76,14 +80,16 @@ def refusal(proposal: Proposal[Any], what: str) -> KafkaError | None:
 
 
 def create_internal_topic(
-    controller: Controller, name: str, *, num_partitions: int, segment_bytes: int
+    controller: Controller, name: str, *, num_partitions: int, segment_bytes: int,
+    replication_factor: int = 1,
 ) -> None:
     """Create the compacted internal topic ``name`` unless it exists; raises a refusal."""
     if name in controller.image.topics_by_name:
         return
     configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
-    proposal = controller.create_topics(
-        [NewTopic(name, num_partitions=num_partitions, replication_factor=1, configs=configs)])[0]
+    proposal = controller.create_topics([NewTopic(
+        name, num_partitions=num_partitions, replication_factor=replication_factor,
+        configs=configs)])[0]
     if not proposal.done():
         raise CoordinatorNotAvailableError(f"the creation of {name} is not committed yet")
     error = proposal.exception()

@@ -53,6 +53,7 @@ async def serve(
     if broker.quorum is not None:  # KRaft: the Raft node serves on the controller listener
         broker.quorum.start()
     broker.offsets_loader.start()
+    broker.transactions.start()  # a cluster's elected __transaction_state partitions
     scheduler.start()
     logger.info("node %d serving on %s (%s)", config.node_id,
                 ", ".join(map(str, bound)), loop_name(loop))
@@ -66,6 +67,7 @@ async def serve(
             await broker.quorum.stop()  # a leader resigns first (EndQuorumEpoch)
         await server.stop()
         await broker.offsets_loader.stop()
+        await broker.transactions.stop()
         await broker.replica_manager.drain()  # logs being created or deleted
         if metrics is not None:
             await loop.run_in_executor(None, metrics.stop)

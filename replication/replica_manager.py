@@ -20,7 +20,8 @@ live partitions: a removed topic's partitions (or one this node no longer replic
 their logs are deleted; a partition this node leads gets (or keeps) its ``Partition`` and takes
 the image's leader epoch, replicas and ISR (``make_leader``); one led by another node does the
 same as a follower (``make_follower``: recorded only; fetching from the leader comes with the
-follower fetchers). A ConfigRecord gives the affected logs their new config; a BROKER record
+follower fetchers). The ``on_local_changes`` callbacks then hear what the delta changed here
+(the broker's coordinators take or give up their internal partitions). A ConfigRecord gives the affected logs their new config; a BROKER record
 changes the topic defaults (``resolve_default_config``, set by the broker) and so every log.
 
 Nothing here writes metadata: every write is a proposal to the controller
@@ -58,7 +59,12 @@ from protocol.errors import (
 )
 from replication.disk_work import DiskWork
 from replication.metadata.controller import topic_config
-from replication.metadata.delta import MetadataDelta, ReplicaState, local_changes
+from replication.metadata.delta import (
+    LocalReplicaChanges,
+    MetadataDelta,
+    ReplicaState,
+    local_changes,
+)
 from replication.metadata.image import MetadataImage, PartitionImage, TopicImage
 from replication.metadata.log import (
     METADATA_PARTITION,
@@ -119,6 +125,8 @@ class ReplicaManager:
         self.high_watermark_checkpoints: Mapping[tuple[str, int], int] = {}
         self.metadata_log: MetadataLog | None = None
         self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
+        # Called after each delta with what it changed here (the coordinators' elections).
+        self.on_local_changes: list[Callable[[LocalReplicaChanges], None]] = []
         # The topic defaults with the image's dynamic broker configs applied; None: the static ones.
         self.resolve_default_config: Callable[[MetadataImage], LogConfig] | None = None
 
@@ -244,6 +252,8 @@ class ReplicaManager:
         topics = image.topics_by_name if delta.broker_configs_changed else delta.topic_configs_changed
         for name in sorted(topics):
             self._apply_topic_config(image, name)
+        for callback in self.on_local_changes:
+            callback(changes)
 
     def _become(self, state: ReplicaState, configs: _TopicConfigs) -> None:
         """``make_leader`` / ``make_follower`` as the image says; a partition whose log cannot

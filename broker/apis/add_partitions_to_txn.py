@@ -109,7 +109,9 @@ def _refused(context: RequestContext, wanted: list[TopicPartition]) -> dict[Topi
     for topic, index in wanted:
         if from_producer and (topic not in writable or is_internal(topic)):
             refused[(topic, index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif manager.partition(topic, index) is None:
+        elif index not in getattr(manager.topic_by_name(topic), "partitions", ()):
+            # the metadata image, as Kafka's metadata cache: in a cluster the partition may
+            # be led (and hosted) by other brokers
             refused[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return refused
 

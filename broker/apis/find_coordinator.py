@@ -1,17 +1,27 @@
 """FindCoordinator: v0–v6.
 
-Key type GROUP (0): this node is the coordinator of every group (a single node leads every
-``__consumer_offsets`` partition), at the advertised endpoint of the client's listener. Key type TRANSACTION (1):
-likewise this node, the transaction coordinator of every transactional id (it leads every
-``__transaction_state`` partition; the topic is created at the first InitProducerId). Any
-other key type (SHARE in Kafka 4): INVALID_REQUEST. v0–v3 ask for one ``key`` and get
-top-level fields (v0: a group, no key type, no error message); v4+ batch ``coordinator_keys``
-and get one ``coordinators`` entry per key (KIP-699). v0 is served as Kafka 4 serves it:
-librdkafka before 2.11 (Debian's kcat 1.7.1 has 2.0.2) finds group coordinators only if the
-broker lists FindCoordinator v0.
+Key type GROUP (0): the coordinator of a group is the leader of its ``__consumer_offsets``
+partition (``partition_for``); key type TRANSACTION (1): the leader of the transactional id's
+``__transaction_state`` partition. Any other key type (SHARE in Kafka 4): INVALID_REQUEST.
+v0–v3 ask for one ``key`` and get top-level fields (v0: a group, no key type, no error
+message); v4+ batch ``coordinator_keys`` and get one ``coordinators`` entry per key (KIP-699).
+v0 is served as Kafka 4 serves it: librdkafka before 2.11 (Debian's kcat 1.7.1 has 2.0.2)
+finds group coordinators only if the broker lists FindCoordinator v0.
 
-Not implemented: creating ``__consumer_offsets`` before answering (Kafka answers
-COORDINATOR_NOT_AVAILABLE until it exists); the group coordinator here does not need it.
+A single node (no ``process.roles``) leads every internal partition: the answer is this node at
+the advertised endpoint of the client's listener, before the topics exist (they are created by
+the first write).
+
+A cluster, as Kafka's ``KafkaApis.getCoordinator``: the internal topic missing from this node's
+metadata image → its creation is asked of the active controller (Kafka's
+``AutoTopicCreationManager``: ``offsets.topic.num.partitions`` /
+``transaction.state.log.num.partitions`` partitions, replication factor
+``offsets.topic.replication.factor`` / ``transaction.state.log.replication.factor``, not capped:
+the controller refuses more replicas than registered brokers, and the next FindCoordinator asks
+again) and the answer is COORDINATOR_NOT_AVAILABLE (retriable); the partition without a leader,
+or its leader not a live (registered, unfenced) broker with an endpoint for the client's
+listener → COORDINATOR_NOT_AVAILABLE; else that broker's endpoint. Every node answers the same
+from the same image.
 
 Authorization (with an authorizer): DESCRIBE on the group / transactional id, else
 GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
@@ -19,10 +29,14 @@ GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+import logging
+
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import authorize
 from broker.auth.acl import AclOperation, ResourceType
 from broker.config import endpoint_for
+from broker.group.offsets import OFFSETS_TOPIC
+from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
 from protocol.errors import (
     CoordinatorNotAvailableError,
     GroupAuthorizationFailedError,
@@ -33,9 +47,12 @@ from protocol.errors import (
 from protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 
+logger = logging.getLogger("samsa.broker.apis.find_coordinator")
+
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 BATCHED_VERSION = 4
+NO_LEADER = -1
 
 
 def handle(context: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
@@ -62,12 +79,41 @@ def _coordinator(context: RequestContext, key: str, key_type: int) -> Coordinato
     ):
         return _failed(key, TransactionalIdAuthorizationFailedError())
     broker = context.broker
+    if getattr(broker, "quorum", None) is not None:  # a cluster (test doubles have no quorum)
+        return _cluster_coordinator(context, key, key_type)
     endpoint = endpoint_for(broker.advertised, context.listener_name)
     if not endpoint:
         return _failed(key, CoordinatorNotAvailableError("no advertised listener"))
     listener = endpoint[0]
     return Coordinator(key=key, node_id=broker.node_id, host=listener.host, port=listener.port,
                        error_code=0, error_message=None)
+
+
+def _cluster_coordinator(context: RequestContext, key: str, key_type: int) -> Coordinator:
+    broker = context.broker
+    if key_type == GROUP_KEY_TYPE:
+        topic, index = OFFSETS_TOPIC, broker.offset_store.partition_for(key)
+        create = broker.offset_store.ensure_topic
+    else:
+        state_log = broker.transactions.state_log
+        topic, index = TRANSACTION_STATE_TOPIC, state_log.partition_for(key)
+        create = state_log.ensure_topic
+    image = broker.replica_manager.image
+    found = image.topics_by_name.get(topic)
+    if found is None:
+        try:
+            create()
+        except KafkaError as error:
+            logger.info("creating %s: %s", topic, error)
+        return _failed(key, CoordinatorNotAvailableError(f"{topic} is being created"))
+    partition = found.partitions.get(index)
+    leader = NO_LEADER if partition is None else partition.leader
+    for node_id, host, port, _ in broker.live_brokers(context.listener_name):
+        if node_id == leader:
+            return Coordinator(key=key, node_id=node_id, host=host, port=port, error_code=0,
+                               error_message=None)
+    return _failed(key, CoordinatorNotAvailableError(
+        f"{topic}-{index} has no live leader (leader {leader})"))
 
 
 def _failed(key: str, error: KafkaError) -> Coordinator:

@@ -1,6 +1,8 @@
 """ListTransactions: v0–v1.
 
-Every transactional id this node coordinates (all of them), filtered as Kafka's
+Every transactional id this node coordinates (all of them on a single node; in a cluster those
+of the ``__transaction_state`` partitions it leads; COORDINATOR_LOAD_IN_PROGRESS while any of
+them loads, as Kafka), filtered as Kafka's
 ``TransactionStateManager.listTransactionStates``: ``state_filters`` (state names; an unknown
 name is returned in ``unknown_state_filters`` and matches nothing), ``producer_id_filters``,
 and from v1 ``duration_filter`` (only transactions open longer than that many ms; -1: none).
@@ -18,7 +20,7 @@ from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import authorize
 from broker.auth.acl import AclOperation, ResourceType
 from broker.transaction.metadata import TransactionState as State
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.list_transactions_request import ListTransactionsRequest
 from protocol.messages.list_transactions_response import ListTransactionsResponse, TransactionState
 
@@ -32,6 +34,8 @@ def handle(context: RequestContext, request: ListTransactionsRequest) -> ListTra
             unknown.append(name)
         else:
             states.append(state)
+    if context.broker.transactions.coordinator.partitions.loading:  # Kafka's answer too
+        return ListTransactionsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     response = ListTransactionsResponse(error_code=0, unknown_state_filters=unknown)
     if request.state_filters and not states:
         return response  # only unknown states asked for: nothing matches

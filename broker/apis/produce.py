@@ -24,7 +24,9 @@ returned (KIP-360).
 Transactional producers (KIP-890 part 1, ``transaction.partition.verification.enable``): the
 first transactional batch of a transaction in a partition is appended only if the transaction
 coordinator has the partition in the producer's transaction (on one node the coordinator is
-asked in-process, where Kafka sends AddPartitionsToTxn v4 ``verify_only``); the later ones
+asked in-process, where Kafka sends AddPartitionsToTxn v4 ``verify_only``; in a cluster, when
+another broker coordinates the transactional id, the batch is not verified: no remote
+verification yet); the later ones
 need the transaction open in the partition at the batch's epoch. Errors, as Kafka maps them:
 a partition not in the transaction → TRANSACTION_ABORTABLE (v11+; INVALID_TXN_STATE before),
 a fenced epoch → INVALID_PRODUCER_EPOCH, another producer id → INVALID_PRODUCER_ID_MAPPING, a
@@ -171,6 +173,11 @@ def _verify_transaction(
         return True
     if transactional_id is None:
         raise InvalidTxnStateError("transactional records without a transactional id")
+    if transactions.coordinator.ownership_error(transactional_id) is ErrorCode.NOT_COORDINATOR:
+        # A cluster: another broker coordinates this id. Kafka asks it (AddPartitionsToTxn
+        # verify_only through its AddPartitionsToTxnManager); not built yet, so the append goes
+        # on unverified, as with transaction.partition.verification.enable=false.
+        return True
     key = (partition.topic, partition.partition)
     verified = transactions.coordinator.verify_partitions(
         transactional_id, header.producer_id, header.producer_epoch, [key])[key]

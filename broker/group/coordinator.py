@@ -20,13 +20,17 @@ JoinGroup is answered, and a failed write fails that JoinGroup. When a call's ef
 group changed state, its ``current_state_timestamp_ms`` becomes the wall clock's now (Kafka's
 currentStateTimestamp, written in the record; offsets of an Empty group expire from it).
 
-Loading (Kafka's CoordinatorRuntime states, per ``__consumer_offsets`` partition): at start-up
-``begin_loading`` marks the partitions being loaded (``broker.group.loading``); while a group's
-partition (``partition_for``) loads, ``partition_error`` is COORDINATOR_LOAD_IN_PROGRESS and
-every group call here answers it (after the INVALID_GROUP_ID check, as Kafka); a partition
-whose load failed answers NOT_COORDINATOR. ``complete_loading`` adds the partition's groups
-(``restore_group``; an Empty group without protocol type for each group that has only
-offsets, Kafka's "simple consumer group") and arms their timers, all in one call.
+Loading and ownership (Kafka's CoordinatorRuntime states, per ``__consumer_offsets``
+partition: ``partitions``, a ``broker.coordinator_partitions.CoordinatorPartitions``): a single
+node serves every partition and at start-up ``begin_loading`` marks those being loaded
+(``broker.group.loading``); in a cluster a partition is served only once this node was elected
+its leader and loaded it. While a group's partition (``partition_for``) loads,
+``partition_error`` is COORDINATOR_LOAD_IN_PROGRESS and every group call here answers it (after
+the INVALID_GROUP_ID check, as Kafka); a partition led elsewhere, or whose load failed, answers
+NOT_COORDINATOR. ``complete_loading`` adds the partition's groups (``restore_group``; an Empty
+group without protocol type for each group that has only offsets, Kafka's "simple consumer
+group") and arms their timers, all in one call. ``unload`` (the partition moved to another
+leader) forgets its groups and answers their parked requests NOT_COORDINATOR.
 
 Time is ``clock.monotonic_ms()``; timers are set with ``call_later`` (the running loop's by
 default), both injected so tests step time by hand.
@@ -52,6 +56,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol as TypingProtocol
 from typing import TypeVar
 
+from broker.coordinator_partitions import NO_EPOCH, CoordinatorPartitions
 from broker.group.classic import ClassicGroup
 from broker.group.group_records import restore_group
 from broker.group.offsets import coordinator_error_code
@@ -103,6 +108,7 @@ class GroupCoordinator:
         call_later: CallLater = _loop_call_later,
         store: GroupStore | None = None,
         partition_for: Callable[[str], int] = lambda group_id: 0,
+        owns_all: bool = True,
     ) -> None:
         self.config = config
         self.store = store
@@ -110,8 +116,8 @@ class GroupCoordinator:
         self._clock = clock
         self._call_later = call_later
         self._partition_for = partition_for
-        self._loading: set[int] = set()  # __consumer_offsets partitions being loaded
-        self._failed: set[int] = set()  # partitions whose load failed
+        # the __consumer_offsets partitions served here (``broker.coordinator_partitions``)
+        self.partitions = CoordinatorPartitions(owns_all=owns_all)
         self._timers: dict[str, tuple[int, TimerHandle]] = {}  # group id -> (deadline, handle)
         self._joins: dict[tuple[str, str], asyncio.Future[JoinResponse]] = {}
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResponse]] = {}
@@ -127,47 +133,65 @@ class GroupCoordinator:
 
     # ---- loading ---------------------------------------------------------------------------
 
-    def begin_loading(self, partitions: Iterable[int]) -> None:
-        self._loading.update(partitions)
+    def begin_loading(self, partitions: Iterable[int], leader_epoch: int = NO_EPOCH) -> None:
+        for partition in partitions:
+            self.partitions.begin_loading(partition, leader_epoch)
 
     @property
     def loading(self) -> bool:
         """True while any partition is loading (ListGroups then answers LOAD_IN_PROGRESS)."""
-        return bool(self._loading)
+        return self.partitions.loading
 
     def is_loading(self, partition: int) -> bool:
         """True while ``__consumer_offsets-<partition>`` is loading (transaction markers wait)."""
-        return partition in self._loading
+        return self.partitions.is_loading(partition)
 
     def partition_error(self, group_id: str) -> ErrorCode | None:
-        """None when the group's partition is loaded (or was never loaded: a new topic)."""
-        if not (self._loading or self._failed):
-            return None
-        partition = self._partition_for(group_id)
-        if partition in self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NOT_COORDINATOR if partition in self._failed else None
+        """None when the group's partition is served here: loaded (or, on a single node, never
+        loaded: a new topic); COORDINATOR_LOAD_IN_PROGRESS while it loads; NOT_COORDINATOR
+        when another node leads it or its load failed."""
+        return self.partitions.error(self._partition_for(group_id))
 
     def complete_loading(
         self, partition: int, groups: Mapping[str, GroupMetadataValue], *,
-        simple_groups: Iterable[str] = (), arm_timers: bool = True,
-    ) -> None:
-        """Add a loaded partition's groups and serve it. ``arm_timers=False`` when there is
-        no running loop yet (``arm_timers()`` later)."""
+        simple_groups: Iterable[str] = (), arm_timers: bool = True, leader_epoch: int = NO_EPOCH,
+    ) -> bool:
+        """Add a loaded partition's groups and serve it; False (nothing added) when the load
+        is stale: the partition was resigned or elected again meanwhile. ``arm_timers=False``
+        when there is no running loop yet (``arm_timers()`` later)."""
+        if leader_epoch != NO_EPOCH and not self.partitions.is_loading_at(partition, leader_epoch):
+            return False
         now_ms = self._now_ms()
         for group_id, value in groups.items():
             self.groups[group_id] = restore_group(group_id, value, config=self.config, now_ms=now_ms)
         for group_id in simple_groups:
             if group_id not in self.groups:
                 self.get_or_create_group(group_id)
-        self._loading.discard(partition)
+        self.partitions.begin_loading(partition, leader_epoch)  # a single node's, unscheduled
+        self.partitions.complete_loading(partition, leader_epoch)
         if arm_timers:
             for group_id in groups:
                 self._arm(self.groups[group_id])
+        return True
 
-    def fail_loading(self, partition: int) -> None:
-        self._loading.discard(partition)
-        self._failed.add(partition)
+    def fail_loading(self, partition: int, leader_epoch: int = NO_EPOCH) -> None:
+        if leader_epoch == NO_EPOCH:
+            self.partitions.begin_loading(partition)
+        self.partitions.fail_loading(partition, leader_epoch)
+
+    def unload(self, partition: int) -> list[str]:
+        """The partition is no longer served here (Kafka's ``onResignation``): forget its
+        groups and their timers; parked JoinGroup / SyncGroup requests answer NOT_COORDINATOR,
+        so their members find the new coordinator. The group ids unloaded."""
+        unloaded = [group_id for group_id in self.groups if self._partition_for(group_id) == partition]
+        for group_id in unloaded:
+            del self.groups[group_id]
+            self._cancel_timer(group_id)
+            for key in [key for key in self._joins if key[0] == group_id]:
+                _complete(self._joins.pop(key), JoinResponse(ErrorCode.NOT_COORDINATOR, key[1]))
+            for key in [key for key in self._syncs if key[0] == group_id]:
+                _complete(self._syncs.pop(key), SyncResponse(ErrorCode.NOT_COORDINATOR))
+        return unloaded
 
     def arm_timers(self) -> None:
         """Arm every group's timer (on the event loop, once the loaded groups are in)."""

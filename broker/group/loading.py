@@ -33,6 +33,13 @@ group without protocol type, Kafka's "simple consumer group". Transactional offs
 become pending and are committed or dropped by their transaction's marker, in log order
 (``broker.group.transactional_offsets``); those still pending at the end are handed to the store.
 
+In a cluster (``elect`` / ``resign``, from the replica manager's deltas): a partition this node
+becomes the leader of is loaded the same way, in the background, its groups answering
+COORDINATOR_LOAD_IN_PROGRESS meanwhile; a load is applied only if the partition is still
+loading at the leader epoch it began for (a resignation or a newer election in between makes
+it stale). A partition that moves to another leader is unloaded at once: its groups and offsets
+are forgotten here and its parked requests answered NOT_COORDINATOR.
+
 ``OffsetsLoader`` is owned by the event loop; ``read_partition`` runs in a worker thread and
 touches only the log it is given.
 """
@@ -48,6 +55,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from broker.coordinator_partitions import NO_EPOCH
 from broker.group.group_records import decode_group_metadata_record
 from broker.group.offsets import (
     OFFSETS_TOPIC,
@@ -184,13 +192,16 @@ class OffsetsLoader:
         self.store = store
         self.coordinator = coordinator
         self._pending: list[int] = []
+        self._epochs: dict[int, int] = {}  # partition -> the leader epoch its load is for
         self._cancelled = threading.Event()
         self._task: asyncio.Task[None] | None = None
+        self._executor: Executor | None = None
+        self._started = False
 
     def schedule(self) -> list[int]:
         """Mark every hosted partition that holds records as loading (before the listeners
         open; an empty one has nothing to replay and is served at once); the order in which
-        they will load."""
+        they will load. A single node's start-up; a cluster's loads follow ``elect``."""
         replica_manager = self.store.replica_manager
         sizes = {}
         for index in self.store.hosted_partitions():
@@ -200,6 +211,33 @@ class OffsetsLoader:
         self._pending = sorted(sizes, key=lambda index: (sizes[index], index))
         self.coordinator.begin_loading(self._pending)
         return list(self._pending)
+
+    # -- a cluster: leadership of the partitions (``broker.coordinator_partitions``) ------------
+
+    def elect(self, index: int, leader_epoch: int) -> None:
+        """This node leads ``__consumer_offsets-<index>`` at ``leader_epoch``: load it (in the
+        background once ``start`` ran; its groups answer COORDINATOR_LOAD_IN_PROGRESS)."""
+        if not self.coordinator.partitions.elect(index, leader_epoch):
+            return
+        self._epochs[index] = leader_epoch
+        if index not in self._pending:
+            self._pending.append(index)
+        logger.info("elected coordinator of %s-%d at leader epoch %d: loading",
+                    OFFSETS_TOPIC, index, leader_epoch)
+        if self._started and (self._task is None or self._task.done()):
+            self.start(executor=self._executor)
+
+    def resign(self, index: int, leader_epoch: int | None) -> None:
+        """Another node leads the partition (or it left this node): stop serving its groups."""
+        if not self.coordinator.partitions.resign(index, leader_epoch):
+            return
+        if index in self._pending:
+            self._pending.remove(index)
+        self._epochs.pop(index, None)
+        groups = self.coordinator.unload(index)
+        self.store.unload(index)
+        logger.info("resigned as coordinator of %s-%d: %d group(s) unloaded", OFFSETS_TOPIC,
+                    index, len(groups))
 
     @property
     def pending(self) -> list[int]:
@@ -212,7 +250,8 @@ class OffsetsLoader:
         if not self._pending:
             return None
         index = self._pending.pop(0)
-        self._apply(self._read(index), arm_timers=arm_timers)
+        epoch = self._epochs.pop(index, NO_EPOCH)
+        self._apply(self._read(index), epoch, arm_timers=arm_timers)
         return index
 
     def load_all(self) -> None:
@@ -220,35 +259,44 @@ class OffsetsLoader:
             pass
 
     def start(self, *, executor: Executor | None = None) -> asyncio.Task[None]:
+        self._started, self._executor = True, executor
         self._task = asyncio.get_running_loop().create_task(self.run(executor=executor))
         return self._task
 
     async def run(self, *, executor: Executor | None = None) -> None:
         """Load the scheduled partitions one by one: read in ``executor``, apply on the loop."""
-        loop = asyncio.get_running_loop()
         started = time.monotonic()
         while self._pending:
             index = self._pending.pop(0)
-            for attempt in range(1, LOAD_ATTEMPTS + 1):
-                try:
-                    loaded = await loop.run_in_executor(executor, self._read, index)
-                except LoadCancelledError:
-                    return
-                except Exception:
-                    if attempt < LOAD_ATTEMPTS:
-                        logger.warning("loading %s-%d failed, reading it again", OFFSETS_TOPIC, index,
-                                       exc_info=True)
-                        continue
-                    logger.exception("loading %s-%d failed: its groups are answered NOT_COORDINATOR",
-                                     OFFSETS_TOPIC, index)
-                    self.coordinator.fail_loading(index)
-                else:
-                    self._apply(loaded, arm_timers=True)
-                break
+            epoch = self._epochs.pop(index, NO_EPOCH)
+            try:
+                await self._load(index, epoch, executor)
+            except LoadCancelledError:
+                return
         logger.info("loaded %s in %.3f s", OFFSETS_TOPIC, time.monotonic() - started)
+
+    async def _load(self, index: int, epoch: int, executor: Executor | None) -> None:
+        loop = asyncio.get_running_loop()
+        for attempt in range(1, LOAD_ATTEMPTS + 1):
+            try:
+                loaded = await loop.run_in_executor(executor, self._read, index)
+            except LoadCancelledError:
+                raise
+            except Exception:
+                if attempt < LOAD_ATTEMPTS:
+                    logger.warning("loading %s-%d failed, reading it again", OFFSETS_TOPIC, index,
+                                   exc_info=True)
+                    continue
+                logger.exception("loading %s-%d failed: its groups are answered NOT_COORDINATOR",
+                                 OFFSETS_TOPIC, index)
+                self.coordinator.fail_loading(index, epoch)
+            else:
+                self._apply(loaded, epoch, arm_timers=True)
+            return
 
     async def stop(self) -> None:
         self._cancelled.set()
+        self._started = False
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -260,11 +308,16 @@ class OffsetsLoader:
             return LoadedPartition(index)
         return read_partition(partition, cancelled=self._cancelled)
 
-    def _apply(self, loaded: LoadedPartition, *, arm_timers: bool) -> None:
+    def _apply(self, loaded: LoadedPartition, epoch: int, *, arm_timers: bool) -> None:
+        """Hand a read partition over, unless it was resigned or elected again meanwhile."""
+        if epoch != NO_EPOCH and not self.coordinator.partitions.is_loading_at(loaded.index, epoch):
+            logger.info("load of %s-%d at leader epoch %d is stale: dropped", OFFSETS_TOPIC,
+                        loaded.index, epoch)
+            return
         self.store.add_loaded(loaded.offsets)
         self.store.transactional.merge(loaded.transactional)
         self.coordinator.complete_loading(loaded.index, loaded.groups, simple_groups=loaded.offsets,
-                                          arm_timers=arm_timers)
+                                          arm_timers=arm_timers, leader_epoch=epoch)
         logger.log(logging.INFO if loaded.records else logging.DEBUG,
                    "loaded %s-%d: %d record(s), %d offset(s) of %d group(s), %d group record(s)",
                    OFFSETS_TOPIC, loaded.index, loaded.records, sum(map(len, loaded.offsets.values())),

@@ -50,7 +50,7 @@ from broker.group.group_records import (
     group_metadata_value,
 )
 from broker.group.transactional_offsets import PendingTransactionalOffsets
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
 from protocol.messages.group_coordinator.offset_commit_key import OffsetCommitKey
 from protocol.messages.group_coordinator.offset_commit_value import OffsetCommitValue
 from protocol.records import (
@@ -126,6 +126,8 @@ class OffsetsConfig:
     segment_bytes: int = 104857600
     retention_ms: int = 10080 * 60_000
     metadata_max_bytes: int = 4096
+    # offsets.topic.replication.factor in a cluster; a single node creates the topic with 1
+    replication_factor: int = 1
 
 
 def offset_commit_key(group_id: str, topic: str, partition: int) -> bytes:
@@ -257,16 +259,21 @@ class OffsetStore:
                                  origin=AppendOrigin.COORDINATOR, verify=verified)
 
     def _partition(self, index: int) -> Partition:
-        self._ensure_topic()
+        self.ensure_topic()
         partition = self.replica_manager.partition(OFFSETS_TOPIC, index)
         if partition is None:
             raise KafkaError(f"{OFFSETS_TOPIC}-{index} is not hosted here")
+        if partition.leader_id != self.replica_manager.node_id:  # it moved: NOT_COORDINATOR
+            raise NotLeaderOrFollowerError(f"{OFFSETS_TOPIC}-{index} is led by {partition.leader_id}")
         return partition
 
-    def _ensure_topic(self) -> None:
+    def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` unless it exists (raises the refusal, or
+        COORDINATOR_NOT_AVAILABLE until the creation is committed)."""
         create_internal_topic(self.controller, OFFSETS_TOPIC,
                               num_partitions=self.config.num_partitions,
-                              segment_bytes=self.config.segment_bytes)
+                              segment_bytes=self.config.segment_bytes,
+                              replication_factor=self.config.replication_factor)
 
     def _num_partitions(self) -> int:
         """The existing topic's partition count wins over the config (as in Kafka)."""
@@ -300,6 +307,15 @@ class OffsetStore:
     def add_loaded(self, offsets: Mapping[str, dict[TopicPartition, OffsetAndMetadata]]) -> None:
         """A loaded partition's offsets, by group (its groups live in that partition only)."""
         self._offsets.update(offsets)
+
+    def unload(self, partition: int) -> None:
+        """``__consumer_offsets-<partition>`` is led elsewhere now: forget its groups' offsets,
+        committed and pending (the new coordinator loads them from its log)."""
+        for group_id in [g for g in self._offsets if self.partition_for(g) == partition]:
+            del self._offsets[group_id]
+        for group_id in self.transactional.group_ids():
+            if self.partition_for(group_id) == partition:
+                self.transactional.forget(group_id)
 
     def hosted_partitions(self) -> list[int]:
         """The ``__consumer_offsets`` partitions hosted here (none before the first commit)."""

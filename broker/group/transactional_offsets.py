@@ -76,6 +76,10 @@ class PendingTransactionalOffsets:
             topic_partition in groups.get(group_id, {}) for groups in self._by_producer.values()
         )
 
+    def group_ids(self) -> set[str]:
+        """Every group with pending offsets."""
+        return {group_id for groups in self._by_producer.values() for group_id in groups}
+
     def partitions_of(self, group_id: str) -> set[TopicPartition]:
         """The partitions the group has pending offsets for, in any transaction."""
         return {tp for groups in self._by_producer.values() for tp in groups.get(group_id, {})}

@@ -1,8 +1,11 @@
-"""The transaction coordinator (Kafka's ``TransactionCoordinator``), on one node, sans-IO.
+"""The transaction coordinator (Kafka's ``TransactionCoordinator``), sans-IO.
 
-Every transactional id of this node (all ``__transaction_state`` partitions are led here) has
-a ``TransactionMetadata`` state machine in ``transactions``. A request steps it in two phases
-(see ``broker.transaction.metadata``): prepare, write the transit to the transaction log
+Every transactional id this node coordinates has a ``TransactionMetadata`` state machine in
+``transactions``: on a single node every id (all ``__transaction_state`` partitions are led
+here); in a cluster the ids of the partitions this node leads and has loaded (``partitions``,
+``load_partition`` / ``unload_partition``). Any other id is answered NOT_COORDINATOR, or
+COORDINATOR_LOAD_IN_PROGRESS while its partition loads (``ownership_error``, checked first).
+A request steps it in two phases (see ``broker.transaction.metadata``): prepare, write the transit to the transaction log
 (``TransactionLogWriter``), then complete. All I/O is behind the injected ``log`` and
 ``markers`` (``MarkerWriter``) and time comes from ``clock``, so every path is driven by plain
 calls in tests; the broker gives it the ``__transaction_state`` log and the replica manager.
@@ -10,10 +13,11 @@ calls in tests; the broker gives it the ``__transaction_state`` log and the repl
 Ending a transaction (EndTxn, a timeout, or an InitProducerId fencing an open one): write
 PrepareCommit/PrepareAbort; the client's answer is decided there (NONE once it is in the
 log); then write the markers to every partition of the transaction and, when none is left
-to retry, CompleteCommit/CompleteAbort. On one node the markers are written right away, in
-the same call (Kafka sends WriteTxnMarkers to the partition leaders and answers EndTxn
-before they are written); partitions whose marker failed with a retriable error stay in the
-transaction, which stays in PrepareCommit/PrepareAbort until ``complete_pending`` (run by the
+to retry, CompleteCommit/CompleteAbort. The markers of partitions this node leads are written
+right away, in the same call (Kafka sends WriteTxnMarkers to the partition leaders and answers
+EndTxn before they are written); in a cluster those of partitions led elsewhere are sent to
+their leaders and taken off when they answer (``markers_written``). Partitions whose marker
+failed with a retriable error stay in the transaction, which stays in PrepareCommit/PrepareAbort until ``complete_pending`` (run by the
 scheduled abort task) writes them. A transaction found in PrepareCommit/PrepareAbort when the
 log is loaded is completed the same way.
 
@@ -34,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.coordinator_partitions import CoordinatorPartitions
 from broker.transaction.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -112,6 +117,8 @@ class TransactionCoordinator:
         log: TransactionLogWriter,
         markers: MarkerWriter,
         allocate_producer_id: Callable[[], int],
+        partition_for: Callable[[str], int] = lambda transactional_id: 0,
+        owns_all: bool = True,
     ) -> None:
         self.config = config
         self.transactions: dict[str, TransactionMetadata] = {}
@@ -119,6 +126,9 @@ class TransactionCoordinator:
         self._log = log
         self._markers = markers
         self._allocate_producer_id = allocate_producer_id
+        self._partition_for = partition_for
+        # the __transaction_state partitions served here (``broker.coordinator_partitions``)
+        self.partitions = CoordinatorPartitions(owns_all=owns_all)
 
     def _now_ms(self) -> int:
         return self._clock.milliseconds()
@@ -126,6 +136,31 @@ class TransactionCoordinator:
     def load(self, loaded: Mapping[str, TransactionMetadata]) -> None:
         """The state replayed from ``__transaction_state`` (call ``complete_pending`` after)."""
         self.transactions.update(loaded)
+
+    # -- ownership (a cluster: only the partitions this node leads) ---------------------------
+
+    def ownership_error(self, transactional_id: str) -> ErrorCode | None:
+        """None when the id's partition is served here; else COORDINATOR_LOAD_IN_PROGRESS or
+        NOT_COORDINATOR (Kafka's ``TransactionStateManager.getTransactionState``)."""
+        return self.partitions.error(self._partition_for(transactional_id))
+
+    def load_partition(
+        self, partition: int, loaded: Mapping[str, TransactionMetadata], leader_epoch: int
+    ) -> bool:
+        """A partition elected at ``leader_epoch`` was read: serve its ids; False (nothing
+        taken) when the load is stale. Transactions found preparing get their markers at the
+        next ``complete_pending``."""
+        if not self.partitions.complete_loading(partition, leader_epoch):
+            return False
+        self.transactions.update(loaded)
+        return True
+
+    def unload_partition(self, partition: int) -> int:
+        """The partition is led elsewhere: forget its ids; how many."""
+        gone = [tid for tid in self.transactions if self._partition_for(tid) == partition]
+        for transactional_id in gone:
+            del self.transactions[transactional_id]
+        return len(gone)
 
     # -- InitProducerId -----------------------------------------------------------------------
 
@@ -137,6 +172,9 @@ class TransactionCoordinator:
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
         if not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
             return InitProducerIdResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        not_here = self.ownership_error(transactional_id)
+        if not_here is not None:
+            return InitProducerIdResult(not_here)
         txn = self.transactions.get(transactional_id)
         if txn is None:
             txn = TransactionMetadata(transactional_id, self._allocate_producer_id(), timeout_ms,
@@ -188,7 +226,8 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST
         added = frozenset(partitions)
         txn = self.transactions.get(transactional_id)
-        error = _check_producer(txn, producer_id, producer_epoch)
+        error = self.ownership_error(transactional_id) or _check_producer(
+            txn, producer_id, producer_epoch)
         if error is not None:
             return error
         assert txn is not None
@@ -208,7 +247,8 @@ class TransactionCoordinator:
         if not transactional_id:
             return dict.fromkeys(wanted, ErrorCode.INVALID_REQUEST)
         txn = self.transactions.get(transactional_id)
-        error = _check_producer(txn, producer_id, producer_epoch)
+        error = self.ownership_error(transactional_id) or _check_producer(
+            txn, producer_id, producer_epoch)
         if error is None and txn is not None and txn.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
             error = ErrorCode.CONCURRENT_TRANSACTIONS
         if error is not None:
@@ -224,6 +264,9 @@ class TransactionCoordinator:
     ) -> EndTxnResult:
         if not transactional_id:
             return EndTxnResult(ErrorCode.INVALID_REQUEST)
+        not_here = self.ownership_error(transactional_id)
+        if not_here is not None:
+            return EndTxnResult(not_here)
         txn = self.transactions.get(transactional_id)
         if txn is None:
             return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -289,10 +332,26 @@ class TransactionCoordinator:
             if partition not in retry:
                 txn.remove_partition(partition)
         if txn.partitions:
-            logger.warning("transactional id %s: markers for %s to be retried",
-                           txn.transactional_id, sorted(txn.partitions))
+            logger.info("transactional id %s: markers for %s not written yet",
+                        txn.transactional_id, sorted(txn.partitions))
             return
         self._write(txn, txn.prepare_complete(self._now_ms()))
+
+    def markers_written(
+        self, producer_id: int, producer_epoch: int, commit: bool, written: set[TopicPartition]
+    ) -> None:
+        """Markers written by other partition leaders (WriteTxnMarkers answered): take them
+        off the transaction, and complete it once none is left. Ignored unless the producer's
+        transaction is still the one preparing that outcome."""
+        preparing = _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT
+        txn = next((t for t in self.transactions.values() if t.producer_id == producer_id), None)
+        if txn is None or txn.producer_epoch != producer_epoch or txn.state is not preparing \
+                or txn.pending_transition_in_progress:
+            return
+        for partition in written & txn.partitions:
+            txn.remove_partition(partition)
+        if not txn.partitions:
+            self._write(txn, txn.prepare_complete(self._now_ms()))
 
     def complete_pending(self) -> int:
         """Retry the markers of every transaction left in PrepareCommit/PrepareAbort."""
@@ -356,6 +415,9 @@ class TransactionCoordinator:
     def describe(self, transactional_id: str) -> TransactionMetadata | ErrorCode:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
+        not_here = self.ownership_error(transactional_id)
+        if not_here is not None:
+            return not_here
         txn = self.transactions.get(transactional_id)
         if txn is None or txn.state is _S.DEAD:
             return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND

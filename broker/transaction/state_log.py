@@ -24,8 +24,10 @@ transaction); version 1 (flexible, tagged previous/next producer id and client t
 version) is read too. The schemas are Samsa's copies of Kafka's
 (``protocol/schemas/transaction-coordinator/``).
 
-Loading (``load``), synchronous at start-up before the listeners open: every partition is
-replayed, the last record of an id wins, a tombstone removes it. The previous producer id is
+Loading (``load``), synchronous at start-up before the listeners open on a single node: every
+partition is replayed, the last record of an id wins, a tombstone removes it. In a cluster
+each partition this node is elected leader of is replayed the same way (``load_partition``, in
+the background: ``broker.transaction.service``). The previous producer id is
 not in v0 values (Kafka reads it as -1 too).
 
 Owned by the broker's event loop (``load`` runs before it serves).
@@ -46,7 +48,7 @@ from broker.transaction.metadata import (
     TransactionState,
     TxnTransit,
 )
-from protocol.errors import KafkaError
+from protocol.errors import KafkaError, NotLeaderOrFollowerError
 from protocol.messages.transaction_coordinator.transaction_log_key import TransactionLogKey
 from protocol.messages.transaction_coordinator.transaction_log_value import (
     PartitionsSchema,
@@ -147,13 +149,14 @@ class TransactionStateLog:
 
     def __init__(
         self, replica_manager: ReplicaManager, controller: Controller, *, num_partitions: int,
-        segment_bytes: int, clock: Clock, appender: ReplicaAppender,
+        segment_bytes: int, clock: Clock, appender: ReplicaAppender, replication_factor: int = 1,
     ) -> None:
         self.replica_manager = replica_manager
         self.controller = controller
         self.appender = appender
         self.num_partitions = num_partitions
         self.segment_bytes = segment_bytes
+        self.replication_factor = replication_factor  # 1 on a single node
         self.clock = clock
 
     def partition_for(self, transactional_id: str) -> int:
@@ -175,12 +178,21 @@ class TransactionStateLog:
         self.appender.append_one((partition.topic, partition.partition), encode_batch([record]),
                                  origin=AppendOrigin.COORDINATOR)
 
-    def _partition(self, index: int) -> Partition:
+    def ensure_topic(self) -> None:
+        """Create ``__transaction_state`` unless it exists (raises the refusal, or
+        COORDINATOR_NOT_AVAILABLE until the creation is committed)."""
         create_internal_topic(self.controller, TRANSACTION_STATE_TOPIC,
-                              num_partitions=self.num_partitions, segment_bytes=self.segment_bytes)
+                              num_partitions=self.num_partitions, segment_bytes=self.segment_bytes,
+                              replication_factor=self.replication_factor)
+
+    def _partition(self, index: int) -> Partition:
+        self.ensure_topic()
         partition = self.replica_manager.partition(TRANSACTION_STATE_TOPIC, index)
         if partition is None:
             raise KafkaError(f"{TRANSACTION_STATE_TOPIC}-{index} is not hosted here")
+        if partition.leader_id != self.replica_manager.node_id:  # it moved: NOT_COORDINATOR
+            raise NotLeaderOrFollowerError(
+                f"{TRANSACTION_STATE_TOPIC}-{index} is led by {partition.leader_id}")
         return partition
 
     def load(self) -> dict[str, TransactionMetadata]:
@@ -190,15 +202,22 @@ class TransactionStateLog:
         if topic is None:
             return loaded
         for index in sorted(topic.partitions):
-            partition = self.replica_manager.partition(TRANSACTION_STATE_TOPIC, index)
-            if partition is None:
-                continue
-            for record in _records_of(partition):
-                decoded = None if record.key is None else decode_transaction_record(
-                    record.key, record.value)
-                if decoded is not None:
-                    _replay(loaded, *decoded)
+            loaded.update(self.load_partition(index))
         logger.info("loaded %d transactional id(s) from %s", len(loaded), TRANSACTION_STATE_TOPIC)
+        return loaded
+
+    def load_partition(self, index: int) -> dict[str, TransactionMetadata]:
+        """The last state of each id of one partition (blocking; any thread: nothing appends
+        to a partition while it loads)."""
+        loaded: dict[str, TransactionMetadata] = {}
+        partition = self.replica_manager.partition(TRANSACTION_STATE_TOPIC, index)
+        if partition is None:
+            return loaded
+        for record in _records_of(partition):
+            decoded = None if record.key is None else decode_transaction_record(
+                record.key, record.value)
+            if decoded is not None:
+                _replay(loaded, *decoded)
         return loaded
 
 
