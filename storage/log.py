@@ -56,6 +56,7 @@ from protocol.records import BatchHeader, TimestampType, read_batch_header
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.leader_epoch import LeaderEpochFileCache, load_leader_epoch_cache
+from storage.limits import is_resource_limit, resource_limit_message
 from storage.log_append import (
     AppendResult,
     assign_offsets,
@@ -75,7 +76,7 @@ from storage.log_transactions import (
     end_marker_batch,
     upper_bound_offset,
 )
-from storage.open_files import LeastRecentlyUsed
+from storage.open_files import LeastRecentlyUsed, evict_all
 from storage.producer_snapshot import remove_stray_snapshots
 from storage.producer_state import (
     PRODUCER_ID_EXPIRATION_MS,
@@ -244,12 +245,23 @@ class Log:
         return self._segment_list.index_for(offset)
 
     def _guard(self, action: Callable[[], T]) -> T:
-        """Run an I/O action; the first OSError takes the directory offline (sticky)."""
+        """Run an I/O action; the first OSError takes the directory offline (sticky), except a
+        process limit (too many open files, no memory map left): that fails this call only."""
         self.health.check()
         try:
             return action()
         except OSError as error:
+            if is_resource_limit(error):
+                self._limit_reached(error)
             self._go_offline(error)
+
+    def _limit_reached(self, error: OSError) -> NoReturn:
+        message = resource_limit_message(error)
+        logger.error("%s: %s", self.directory.name, message)
+        # Make room for the next call: a quarter of the open files and maps are let go.
+        evict_all(self.open_files.shrink(len(self.open_files) // 4 + 1))
+        evict_all(self.index_maps.shrink(len(self.index_maps) // 4 + 1))
+        raise KafkaStorageError(f"{self.directory.name}: {message}") from error
 
     def _go_offline(self, error: OSError) -> NoReturn:
         self.health.offline_reason = f"{type(error).__name__}: {error}"
