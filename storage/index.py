@@ -417,7 +417,8 @@ class AbstractIndex:
             # trim look like a preallocated tail, which sanity_check rejects, instead of
             # resurrecting entries that point past the truncated log.
             start, end = entries * self.entry_size, self._entries * self.entry_size
-            self._buffer()[start:end] = bytes(end - start)
+            with memoryview(self._buffer()) as view, view.cast("B") as octets:
+                octets[start:end] = bytes(end - start)  # a memcpy, whatever the map's type
         self._entries = entries
         self._last = None
         self._dirty = True
@@ -448,9 +449,16 @@ class AbstractIndex:
         """Shrink the file to exactly its entries (done when the segment rolls or closes)."""
         return self.resize(self.size_in_bytes)
 
+    @_locked
     def reset(self) -> None:
-        """Drop every entry and grow the file back to ``max_index_size`` (segment recovery)."""
-        self.truncate()
+        """Drop every entry and make the file ``max_index_size`` of zeros again (segment
+        recovery): cut to nothing and regrown sparse, rather than zeroed page by page (after an
+        unclean shutdown the whole preallocated tail counts as entries)."""
+        self._check_writable()
+        self._unmap()
+        os.truncate(self._path, 0)
+        self._length = self._entries = 0
+        self._last = None
         self.resize(self._max_index_size)
 
     @_locked

@@ -76,7 +76,9 @@ class LogLoader:
         cleanup = clean_partition_directory(self.directory)
         bases = self._discover_base_offsets()
         for base in bases:
-            segment = self._open_segment(base, lazy=base != bases[-1])
+            # After an unclean shutdown the active segment is recovered below: not checked first.
+            lazy = base != bases[-1] or not had_clean_shutdown
+            segment = self._open_segment(base, lazy=lazy)
             if base in cleanup.completed_swaps:
                 self._recover_segment(segment, "completed swap")
             self.segments.add(segment)
@@ -127,14 +129,17 @@ class LogLoader:
         """Scan every segment from the one holding ``recovery_point``; cut at the first bad batch."""
         segments = self.segments.segments
         start = self.segments.index_for(recovery_point)
+        cut: LogSegment | None = None
         for index in range(start, len(segments)):
             if self._recover_segment(segments[index], "unclean shutdown"):
+                cut = segments[index]
                 for later in self.segments.drop_after(index):
                     logger.warning("deleting %s: it follows a truncated segment", later.log_path)
                     later.delete_files()
                 break
         for segment in segments[start:]:
-            segment.flush()
+            if segment.size or segment is cut:  # an empty, uncut segment has nothing to sync
+                segment.flush()
 
     def _active_next_offset(self) -> int:
         """The LEO from the active segment; an unreadable tail (damage after a clean shutdown)

@@ -493,9 +493,8 @@ class LogSegment:
         self.on_become_inactive()
 
     def _reindex(self) -> tuple[int, int, str | None]:
-        self._offset_index.truncate()
-        self._time_index.truncate()
-        self.resize_indexes(self.max_index_size)
+        self._offset_index.reset()
+        self._time_index.reset()
         self._set_max_timestamp(-1, self.base_offset)
         self.rolling_based_timestamp = None
         return self._scan_valid_prefix()
