@@ -93,6 +93,7 @@ class Broker:
             clock=clock,
             recovery_threads_per_dir=config.num_recovery_threads_per_data_dir,
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
+            segment_open_files_max=config.log_segment_open_files_max,
         )
         replica_manager = ReplicaManager(
             log_manager,

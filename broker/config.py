@@ -149,6 +149,10 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "queued.max.requests": BrokerKey("500", _integer(1, INT_MAX)),
     "connections.max.idle.ms": BrokerKey("600000", _integer(-1)),
     "num.recovery.threads.per.data.dir": BrokerKey("2", _integer(1, INT_MAX)),
+    # [Samsa] Kafka has no such key: it keeps every segment's .log open and needs ulimit -n above
+    # the number of segments. Samsa caps its open segment files with an LRU so tens of thousands
+    # of partitions run under a few thousand descriptors; -1 = half of RLIMIT_NOFILE.
+    "log.segment.open.files.max": BrokerKey("-1", _integer(-1, INT_MAX)),
     "log.retention.check.interval.ms": BrokerKey("300000", _integer(1)),
     "log.flush.scheduler.interval.ms": BrokerKey(_LONG, _integer(0)),
     "log.flush.offset.checkpoint.interval.ms": BrokerKey("60000", _integer(0, INT_MAX)),
@@ -278,6 +282,7 @@ class BrokerConfig:
     queued_max_requests: int
     connections_max_idle_ms: int
     num_recovery_threads_per_data_dir: int
+    log_segment_open_files_max: int
     log_retention_check_interval_ms: int
     log_flush_scheduler_interval_ms: int
     log_flush_offset_checkpoint_interval_ms: int
@@ -334,6 +339,7 @@ class BrokerConfig:
             queued_max_requests=_int(values, "queued.max.requests"),
             connections_max_idle_ms=_int(values, "connections.max.idle.ms"),
             num_recovery_threads_per_data_dir=_int(values, "num.recovery.threads.per.data.dir"),
+            log_segment_open_files_max=_int(values, "log.segment.open.files.max"),
             log_retention_check_interval_ms=_int(values, "log.retention.check.interval.ms"),
             log_flush_scheduler_interval_ms=_int(values, "log.flush.scheduler.interval.ms"),
             log_flush_offset_checkpoint_interval_ms=_int(

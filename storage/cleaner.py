@@ -691,11 +691,14 @@ class _GroupCleaner:
             index_interval_bytes=self.log.config.index_interval_bytes,
             max_index_size=self.log.config.segment_index_bytes,
             file_suffix=CLEANED_SUFFIX,
+            files=self.log.open_files,
+            maps=self.log.index_maps,
         )
 
     def _keep_last_modified(self, cleaned: LogSegment) -> None:
         """Give the new file the old files' mtime, as Kafka does (retention may fall back on it)."""
-        status = os.fstat(self.group[-1].fd)
+        handle = self.group[-1].log_file.acquire()
+        status = os.fstat(handle.fd)
         os.utime(cleaned.log_path, ns=(status.st_atime_ns, status.st_mtime_ns))
 
     def _write(self, cleaned: LogSegment) -> None:
@@ -833,8 +836,9 @@ def _segment_batches(
     Reads 1 MiB at a time; a batch larger than that is read on its own.
     """
     position, end = start_position, segment.size
+    handle = segment.log_file.acquire()  # held to the end: the LRU cannot close it under us
     while position < end:
-        chunk = memoryview(os.pread(segment.fd, min(_READ_CHUNK_BYTES, end - position), position))
+        chunk = memoryview(os.pread(handle.fd, min(_READ_CHUNK_BYTES, end - position), position))
         consumed = 0
         while len(chunk) - consumed >= BATCH_HEADER_SIZE:
             header = read_batch_header(chunk, consumed)
@@ -850,6 +854,6 @@ def _segment_batches(
                 raise CorruptMessageError(
                     f"batch at position {position} of {segment.log_path} runs past its end"
                 )
-            data = memoryview(os.pread(segment.fd, consumed, position))
+            data = memoryview(os.pread(handle.fd, consumed, position))
             yield position, header, data
         position += consumed

@@ -25,21 +25,31 @@ Invariants, kept by ``append`` and checked by ``sanity_check``:
   ``is_full()`` keeps the last slot free for the entry written when the segment rolls.
 - ``entries * entry_size <= length``; bytes past the entries are zero or stale.
 
-Owner: the ``LogSegment`` that opened the index. Not thread-safe: the segment's owner
-serialises every call (reads included, since ``resize`` remaps the file).
+Descriptors and maps (Kafka's ``AbstractIndex`` and ``LazyIndex``, KAFKA-7283): the file's
+descriptor is closed as soon as it is mapped (``storage.mapping``: no descriptor stays open). With
+``lazy=True`` nothing is read or mapped until the first call that needs the entries; from then on
+``length``, ``entries`` and the last entry are kept in memory, and the map itself comes and goes:
+a mapped index joins ``maps`` (a ``storage.open_files.LeastRecentlyUsed``), which unmaps the least
+recently used ones past its capacity; the next use maps the file again. Unmapped entries stay in
+the page cache; ``flush`` fsyncs the file when it wrote since the last flush but is not mapped.
+
+Owner: the ``LogSegment`` that opened the index. Thread-safe since the map can be taken away by
+another thread's eviction: every call that touches the map holds the index's lock, and eviction
+takes it too; evictions this index causes run after its lock is released (no lock-order cycle).
 """
 
 from __future__ import annotations
 
-import mmap
+import functools
 import operator
 import os
 import struct
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import chain, islice, pairwise
 from pathlib import Path
-from typing import ClassVar, NamedTuple, NoReturn
+from typing import Any, ClassVar, NamedTuple, NoReturn, ParamSpec, TypeVar
 
 from storage.errors import (
     CorruptIndexError,
@@ -47,6 +57,11 @@ from storage.errors import (
     IndexOffsetOverflowError,
     InvalidOffsetError,
 )
+from storage.mapping import MappedFile, map_file
+from storage.open_files import Evictable, LeastRecentlyUsed, evict_all
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -93,6 +108,33 @@ def _first_out_of_order(values: Sequence[int], *, strict: bool) -> int | None:
     return next(i for i, (a, b) in enumerate(pairwise(values), 1) if not in_order(a, b))
 
 
+def _locked(method: Callable[P, R]) -> Callable[P, R]:
+    """Run ``method`` under the index's lock; the evictions it caused run once the outermost
+    locked call has released the lock."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        index: AbstractIndex = args[0]  # type: ignore[assignment]
+        evicted: list[Evictable] = []
+        index._lock.acquire()
+        try:
+            index._depth += 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                index._depth -= 1
+                if index._depth == 0:
+                    evicted, index._evicted = index._evicted, []
+        finally:
+            index._lock.release()
+            evict_all(evicted)
+
+    return wrapper
+
+
+_UNLIMITED_MAPS = LeastRecentlyUsed()
+
+
 class AbstractIndex:
     """The machinery shared by both indexes; subclasses define the entry layout."""
 
@@ -108,46 +150,76 @@ class AbstractIndex:
         *,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
+        lazy: bool = False,
+        maps: LeastRecentlyUsed | None = None,
     ) -> None:
         self._path = Path(path)
         self._base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable
         self._closed = False
-        self._mmap: mmap.mmap | None = None
+        self._mmap: MappedFile | None = None
+        self._maps = maps if maps is not None else _UNLIMITED_MAPS
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._evicted: list[Evictable] = []
+        self._dirty = False  # written since the last flush
         if writable and max_index_size < self.entry_size:
             raise ValueError(f"invalid max index size {max_index_size} for {self._path}")
-        self._length, self._entries = self._open()
+        self._loaded = False
+        self._length = self._entries = 0
         # The last entry, cached by append (the hot path); None means "read it from the map".
         self._last: tuple[int, int] | None = None
+        if not lazy:
+            self._load()
+
+    def _load(self) -> None:
+        """Learn the file's length and entries (creating it first when writable and new)."""
+        if not self._loaded:
+            self._length, self._entries = self._open()
+            self._loaded = True
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the file was read yet (a lazy index is not, until its first use)."""
+        return self._loaded
+
+    @property
+    def mapped(self) -> bool:
+        return self._mmap is not None
 
     def _open(self) -> tuple[int, int]:
-        """Map the file, creating and preallocating it when writable and new (as Kafka).
+        """Create and preallocate the file when writable and new (as Kafka); the map itself is
+        taken at the first read or write.
 
         Returns (length, entries): a preallocated file has no entries yet; a file that had
         bytes is taken to be trimmed, so all of it is entries. An existing empty file stays
         empty (a trimmed index of a segment without entries); the log re-grows the active one.
         """
-        created = self._writable and not self._path.exists()
-        flags = (os.O_RDWR | os.O_CREAT) if self._writable else os.O_RDONLY
-        fd = os.open(self._path, flags, 0o644)
-        try:
-            length = os.fstat(fd).st_size
-            entries = length // self.entry_size
-            if created:
-                length, entries = self._round_down(self._max_index_size), 0
+        if self._writable and not self._path.exists():
+            length = self._round_down(self._max_index_size)
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
                 os.ftruncate(fd, length)  # sparse, like Kafka's RandomAccessFile.setLength
-            self._mmap = self._map(fd, length)
-        finally:
-            os.close(fd)
-        return length, entries
+            finally:
+                os.close(fd)
+            return length, 0
+        length = os.stat(self._path).st_size
+        return length, length // self.entry_size
 
-    def _map(self, fd: int, length: int) -> mmap.mmap | None:
-        # mmap cannot map zero bytes; an empty index simply has no map.
-        if length == 0:
-            return None
-        access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-        return mmap.mmap(fd, length, access=access)
+    def _map(self) -> Any:
+        """The map, taken now if the LRU let it go (the caller holds the lock)."""
+        mapped = self._mmap
+        if mapped is None:
+            self._load()
+            mapped = self._mmap = map_file(self._path, self._length, writable=self._writable)
+        self._evicted += self._maps.touch(self)
+        return mapped.buffer
+
+    def evict(self) -> None:
+        """Unmap (the LRU's call; the entries stay in the page cache and in memory)."""
+        with self._lock:
+            self._unmap()
 
     def _round_down(self, size: int) -> int:
         return size - size % self.entry_size
@@ -175,24 +247,28 @@ class AbstractIndex:
 
     @property
     def entries(self) -> int:
+        self._load()
         return self._entries
 
     @property
     def max_entries(self) -> int:
+        self._load()
         return self._length // self.entry_size
 
     @property
     def length(self) -> int:
         """The file's length in bytes (preallocated slots included)."""
+        self._load()
         return self._length
 
     @property
     def size_in_bytes(self) -> int:
         """The bytes the entries occupy."""
+        self._load()
         return self._entries * self.entry_size
 
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self.entries >= self.max_entries
 
     def can_append_offset(self, offset: int) -> bool:
         """Whether ``offset - base_offset`` fits the int32 relative offset."""
@@ -208,15 +284,19 @@ class AbstractIndex:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _buffer(self) -> mmap.mmap:
-        if self._mmap is None:
-            state = "closed" if self._closed else "empty (length 0)"
-            raise ValueError(f"index {self._path} is {state}")
-        return self._mmap
+    def _buffer(self) -> Any:
+        """The mapped entries (the caller holds the lock and lets no view of it escape)."""
+        if self._closed:
+            raise ValueError(f"index {self._path} is closed")
+        self._load()
+        if self._length == 0:
+            raise ValueError(f"index {self._path} is empty (length 0)")
+        return self._map()
 
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"index {self._path} is closed")
+        self._load()
 
     def _bisect(self, target: int, column: _Column, *, inclusive: bool) -> int:
         """How many leading entries have ``column < target`` (``<=`` when inclusive).
@@ -269,6 +349,7 @@ class AbstractIndex:
         values.extend(_repeated(layout, count - whole).unpack_from(data, whole * size))
         return values
 
+    @_locked
     def sanity_check(self) -> None:
         """Raise CorruptIndexError if the file is not a well-formed index for this base offset.
 
@@ -316,6 +397,7 @@ class AbstractIndex:
         if not self._writable:
             raise ValueError(f"index {self._path} was opened read-only")
 
+    @_locked
     def truncate_to(self, offset: int) -> None:
         """Drop every entry whose offset is >= ``offset`` (none if all are smaller)."""
         self._check_writable()
@@ -323,6 +405,7 @@ class AbstractIndex:
             self._bisect(offset - self._base_offset, self._relative_offset, inclusive=False)
         )
 
+    @_locked
     def truncate(self) -> None:
         """Drop every entry."""
         self._check_writable()
@@ -334,15 +417,19 @@ class AbstractIndex:
             # trim look like a preallocated tail, which sanity_check rejects, instead of
             # resurrecting entries that point past the truncated log.
             start, end = entries * self.entry_size, self._entries * self.entry_size
-            self._buffer()[start:end] = bytes(end - start)
+            with memoryview(self._buffer()) as view, view.cast("B") as octets:
+                octets[start:end] = bytes(end - start)  # a memcpy, whatever the map's type
         self._entries = entries
         self._last = None
+        self._dirty = True
 
+    @_locked
     def resize(self, new_size: int) -> bool:
         """Set the file's length to ``new_size`` rounded down to a whole entry; True if it changed.
 
         Used to trim on roll/close and to re-grow the active segment's index after loading or
-        truncation. Shrinking below the entries drops the entries that no longer fit.
+        truncation. Shrinking below the entries drops the entries that no longer fit. The file
+        is mapped again at its next use.
         """
         self._check_writable()
         if new_size < 0:
@@ -351,65 +438,84 @@ class AbstractIndex:
         if rounded == self._length:
             return False
         self._unmap()
-        fd = os.open(self._path, os.O_RDWR)
-        try:
-            os.ftruncate(fd, rounded)
-            self._mmap = self._map(fd, rounded)
-        finally:
-            os.close(fd)
+        os.truncate(self._path, rounded)
         self._length = rounded
         self._entries = min(self._entries, self.max_entries)
         self._last = None
+        self._dirty = True
         return True
 
     def trim_to_valid_size(self) -> bool:
         """Shrink the file to exactly its entries (done when the segment rolls or closes)."""
         return self.resize(self.size_in_bytes)
 
+    @_locked
     def reset(self) -> None:
-        """Drop every entry and grow the file back to ``max_index_size`` (segment recovery)."""
-        self.truncate()
+        """Drop every entry and make the file ``max_index_size`` of zeros again (segment
+        recovery): cut to nothing and regrown sparse, rather than zeroed page by page (after an
+        unclean shutdown the whole preallocated tail counts as entries)."""
+        self._check_writable()
+        self._unmap()
+        os.truncate(self._path, 0)
+        self._length = self._entries = 0
+        self._last = None
         self.resize(self._max_index_size)
 
+    @_locked
     def flush(self) -> None:
-        """msync the map, so the entries are on disk."""
+        """msync the map, or fsync the file if it is not mapped: the entries are on disk."""
         self._check_open()
-        if self._writable and self._mmap is not None:
+        if not (self._writable and self._dirty):
+            return
+        if self._mmap is not None:
             self._mmap.flush()
+        else:
+            fd = os.open(self._path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._dirty = False
 
     # -- files ---------------------------------------------------------------------------------
 
     def _unmap(self) -> None:
         if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+            mapped, self._mmap = self._mmap, None
+            mapped.close()
 
+    def _forget(self) -> None:
+        self._unmap()
+        self._closed = True
+        self._maps.discard(self)
+
+    @_locked
     def close(self) -> None:
         """Trim a writable index to its entries, then unmap it. Closing twice is harmless."""
         if self._closed:
             return
         try:
-            if self._writable:
+            if self._writable and self._loaded:
                 self.trim_to_valid_size()
         finally:
-            self._unmap()
-            self._closed = True
+            self._forget()
 
+    @_locked
     def release(self) -> None:
         """Unmap without trimming: the file is about to be deleted (or, in tests, a crash)."""
-        self._unmap()
-        self._closed = True
+        self._forget()
 
+    @_locked
     def delete(self) -> bool:
         """Unmap and delete the file; False if it did not exist (Kafka's ``deleteIfExists``)."""
-        self._unmap()
-        self._closed = True
+        self._forget()
         try:
             self._path.unlink()
         except FileNotFoundError:
             return False
         return True
 
+    @_locked
     def rename_to(self, new_path: Path) -> None:
         """Rename the file (the map stays valid: it follows the inode, not the name)."""
         new_path = Path(new_path)
@@ -426,6 +532,7 @@ class OffsetIndex(AbstractIndex):
     _relative_offset = _key
     _position = _Column(struct.Struct(">i"), 4)
 
+    @_locked
     def entry(self, n: int) -> OffsetPosition:
         """The ``n``-th entry, with the offset made absolute."""
         self._check_entry_number(n)
@@ -433,17 +540,20 @@ class OffsetIndex(AbstractIndex):
         return OffsetPosition(self._base_offset + relative, position)
 
     @property
+    @_locked
     def last_offset(self) -> int:
         """The last entry's offset; ``base_offset`` when empty."""
         if self._last is not None:
             return self._last[0]
         return self.entry(self._entries - 1).offset if self._entries else self._base_offset
 
+    @_locked
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``; ``(base_offset, 0)`` if none."""
         slot = self._bisect(target_offset - self._base_offset, self._key, inclusive=True) - 1
         return self.entry(slot) if slot >= 0 else OffsetPosition(self._base_offset, 0)
 
+    @_locked
     def fetch_upper_bound_offset(
         self, start_position: int, fetch_size: int
     ) -> OffsetPosition | None:
@@ -453,24 +563,25 @@ class OffsetIndex(AbstractIndex):
         slot = self._bisect(start_position + fetch_size, self._position, inclusive=False)
         return self.entry(slot) if slot < self._entries else None
 
+    @_locked
     def append(self, offset: int, position: int) -> None:
         """Add ``offset -> position``; ``offset`` must exceed every indexed offset."""
         # Hot path (every append past index.interval.bytes): one combined test, then the write.
         relative = offset - self._base_offset
-        mapped = self._mmap
         last = self._last
         if (
-            mapped is None
+            self._closed
             or not self._writable
-            or self._entries >= self._length // 8
+            or self.entries >= self._length // 8
             or (self._entries and (last[0] if last else self.last_offset) >= offset)
             or not 0 <= relative <= INT32_MAX
             or not 0 <= position <= INT32_MAX
         ):
             self._reject_offset_entry(offset, position)
-        self._entry_codec.pack_into(mapped, self._entries * 8, relative, position)
+        self._entry_codec.pack_into(self._map(), self._entries * 8, relative, position)
         self._entries += 1
         self._last = (offset, position)
+        self._dirty = True
 
     def _reject_offset_entry(self, offset: int, position: int) -> NoReturn:
         """Raise the precise error for an entry ``append`` cannot take."""
@@ -508,6 +619,7 @@ class TimeIndex(AbstractIndex):
         # As Kafka: one slot stays free for the entry appended with skip_full_check on roll.
         return self._entries >= self.max_entries - 1
 
+    @_locked
     def entry(self, n: int) -> TimestampOffset:
         """The ``n``-th entry, with the offset made absolute."""
         self._check_entry_number(n)
@@ -515,6 +627,7 @@ class TimeIndex(AbstractIndex):
         return TimestampOffset(timestamp, self._base_offset + relative)
 
     @property
+    @_locked
     def last_entry(self) -> TimestampOffset:
         """The last entry; ``(NO_TIMESTAMP, base_offset)`` when empty."""
         if self._last is not None:
@@ -523,12 +636,14 @@ class TimeIndex(AbstractIndex):
             return self.entry(self._entries - 1)
         return TimestampOffset(NO_TIMESTAMP, self._base_offset)
 
+    @_locked
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= ``target_timestamp``;
         ``(NO_TIMESTAMP, base_offset)`` if none."""
         slot = self._bisect(target_timestamp, self._key, inclusive=True) - 1
         return self.entry(slot) if slot >= 0 else TimestampOffset(NO_TIMESTAMP, self._base_offset)
 
+    @_locked
     def append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
         """Add ``timestamp -> offset`` if ``timestamp`` exceeds the last entry's (Kafka's
         ``maybeAppend``); True if an entry was written.
@@ -562,6 +677,7 @@ class TimeIndex(AbstractIndex):
         )
         self._entries += 1
         self._last = (timestamp, offset)
+        self._dirty = True
         return True
 
     def _check_entries(self) -> None:

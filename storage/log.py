@@ -56,6 +56,7 @@ from protocol.records import BatchHeader, TimestampType, read_batch_header
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.leader_epoch import LeaderEpochFileCache, load_leader_epoch_cache
+from storage.limits import is_resource_limit, resource_limit_message
 from storage.log_append import (
     AppendResult,
     assign_offsets,
@@ -75,6 +76,7 @@ from storage.log_transactions import (
     end_marker_batch,
     upper_bound_offset,
 )
+from storage.open_files import LeastRecentlyUsed, evict_all
 from storage.producer_snapshot import remove_stray_snapshots
 from storage.producer_state import (
     PRODUCER_ID_EXPIRATION_MS,
@@ -120,8 +122,14 @@ class Log:
         clock: Clock,
         health: DirectoryHealth | None = None,
         producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+        open_files: LeastRecentlyUsed | None = None,
+        index_maps: LeastRecentlyUsed | None = None,
     ) -> None:
         self.directory = directory
+        # The broker's LRUs of open segment files and mapped indexes (storage.open_files);
+        # None: unbounded, each log its own.
+        self.open_files = open_files if open_files is not None else LeastRecentlyUsed()
+        self.index_maps = index_maps if index_maps is not None else LeastRecentlyUsed()
         self.config = config  # the setter also prepares the validation rules
         self.clock = clock
         self.health = health or DirectoryHealth(directory.parent)
@@ -157,12 +165,15 @@ class Log:
         had_clean_shutdown: bool = False,
         health: DirectoryHealth | None = None,
         producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+        open_files: LeastRecentlyUsed | None = None,
+        index_maps: LeastRecentlyUsed | None = None,
     ) -> Log:
         """Load (and if needed recover) the log in ``directory``, creating it when absent."""
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(
             directory, config, clock=clock, health=health,
             producer_id_expiration_ms=producer_id_expiration_ms,
+            open_files=open_files, index_maps=index_maps,
         )
         log._load(recovery_point, log_start_offset, had_clean_shutdown)
         return log
@@ -196,13 +207,16 @@ class Log:
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         return (header for _, _, header in self.batches(offset))
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, lazy_indexes: bool = False) -> LogSegment:
         return LogSegment(
             self.directory,
             base_offset,
             clock=self.clock,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
+            files=self.open_files,
+            maps=self.index_maps,
+            lazy_indexes=lazy_indexes,
         )
 
     # -- properties ---------------------------------------------------------------------------
@@ -231,12 +245,23 @@ class Log:
         return self._segment_list.index_for(offset)
 
     def _guard(self, action: Callable[[], T]) -> T:
-        """Run an I/O action; the first OSError takes the directory offline (sticky)."""
+        """Run an I/O action; the first OSError takes the directory offline (sticky), except a
+        process limit (too many open files, no memory map left): that fails this call only."""
         self.health.check()
         try:
             return action()
         except OSError as error:
+            if is_resource_limit(error):
+                self._limit_reached(error)
             self._go_offline(error)
+
+    def _limit_reached(self, error: OSError) -> NoReturn:
+        message = resource_limit_message(error)
+        logger.error("%s: %s", self.directory.name, message)
+        # Make room for the next call: a quarter of the open files and maps are let go.
+        evict_all(self.open_files.shrink(len(self.open_files) // 4 + 1))
+        evict_all(self.index_maps.shrink(len(self.index_maps) // 4 + 1))
+        raise KafkaStorageError(f"{self.directory.name}: {message}") from error
 
     def _go_offline(self, error: OSError) -> NoReturn:
         self.health.offline_reason = f"{type(error).__name__}: {error}"

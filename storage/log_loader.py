@@ -4,8 +4,11 @@
 Steps, in order:
 1. leftovers of interrupted operations are resolved (``storage.recovery``: ``.deleted``, ``.tmp``,
    ``.cleaned``, ``.swap``); a completed swap's segment gets its indexes rebuilt;
-2. every ``<base>.log`` is opened oldest first; a segment with a missing or corrupt index
-   (``LogSegment.sanity_check``) is recovered: its batches checked and its indexes rebuilt;
+2. every ``<base>.log`` is opened oldest first. The active (last) segment's indexes are checked
+   now; a missing or corrupt one (``LogSegment.sanity_check``) is recovered: its batches checked
+   and its indexes rebuilt. Every older segment's indexes are left unread (``lazy_indexes``):
+   they are checked, and rebuilt if missing or corrupt, at their first use (KAFKA-7283), so
+   start-up reads one index pair per partition whatever the number of segments;
 3. after an unclean shutdown every segment from the one holding the recovery point on is
    recovered; the first one cut short (a bad batch) ends the log: the segments after it are
    deleted, since offsets must stay contiguous;
@@ -59,7 +62,7 @@ class LogLoader:
         self,
         directory: Path,
         segments: LogSegments,
-        new_segment: Callable[[int], LogSegment],
+        new_segment: Callable[..., LogSegment],
     ) -> None:
         self.directory = directory
         self.segments = segments
@@ -71,8 +74,11 @@ class LogLoader:
     ) -> LoadedLogOffsets:
         """Fill the (empty) segment list from the directory; see the module docstring."""
         cleanup = clean_partition_directory(self.directory)
-        for base in self._discover_base_offsets():
-            segment = self._open_segment(base)
+        bases = self._discover_base_offsets()
+        for base in bases:
+            # After an unclean shutdown the active segment is recovered below: not checked first.
+            lazy = base != bases[-1] or not had_clean_shutdown
+            segment = self._open_segment(base, lazy=lazy)
             if base in cleanup.completed_swaps:
                 self._recover_segment(segment, "completed swap")
             self.segments.add(segment)
@@ -88,7 +94,9 @@ class LogLoader:
         names = (path.name for path in self.directory.iterdir())
         return sorted(parse_base_offset(name) for name in names if name.endswith(LOG_SUFFIX))
 
-    def _open_segment(self, base: int) -> LogSegment:
+    def _open_segment(self, base: int, *, lazy: bool) -> LogSegment:
+        if lazy:
+            return self.new_segment(base, lazy_indexes=True)
         indexes_present = all(
             (self.directory / segment_file_name(base, suffix)).exists()
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
@@ -121,14 +129,17 @@ class LogLoader:
         """Scan every segment from the one holding ``recovery_point``; cut at the first bad batch."""
         segments = self.segments.segments
         start = self.segments.index_for(recovery_point)
+        cut: LogSegment | None = None
         for index in range(start, len(segments)):
             if self._recover_segment(segments[index], "unclean shutdown"):
+                cut = segments[index]
                 for later in self.segments.drop_after(index):
                     logger.warning("deleting %s: it follows a truncated segment", later.log_path)
                     later.delete_files()
                 break
         for segment in segments[start:]:
-            segment.flush()
+            if segment.size or segment is cut:  # an empty, uncut segment has nothing to sync
+                segment.flush()
 
     def _active_next_offset(self) -> int:
         """The LEO from the active segment; an unreadable tail (damage after a clean shutdown)

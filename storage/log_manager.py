@@ -31,6 +31,13 @@ loop at a cost independent of the number of logs (issue 18):
   then, so nothing else reaches it. ``get_or_create_log`` and ``delete_log`` do both halves
   inline (start-up, tools, tests).
 
+Descriptors and maps (``storage.open_files``, ``storage.limits``): every log shares the manager's
+LRU of open segment files (``log.segment.open.files.max``; -1: half of ``RLIMIT_NOFILE``) and of
+mapped indexes (half of ``vm.max_map_count``). ``startup`` raises ``RLIMIT_NOFILE`` to its hard
+limit and logs both limits with what the partitions need. A log that cannot be loaded (a process
+limit, an unreadable file) is kept offline with the reason, its checkpointed offsets kept; the
+other logs load and are served.
+
 The manager is synchronous; the broker schedules ``flush_due_logs``, ``checkpoint``,
 ``run_retention`` and ``purge_deleted`` (and the cleaner) and runs them off the event loop.
 Those read ``logs`` from the worker while the loop adds and removes entries: they iterate over a
@@ -63,6 +70,16 @@ from storage.cleaner import (
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import CorruptCheckpointError
+from storage.limits import (
+    ProcessLimits,
+    current_limits,
+    default_index_maps_max,
+    default_open_files_max,
+    is_resource_limit,
+    raise_open_files_limit,
+    report_limits,
+    resource_limit_message,
+)
 from storage.log import Log
 from storage.log_dirs import (
     DELETE_DIR_SUFFIX,
@@ -71,6 +88,7 @@ from storage.log_dirs import (
     aside_directory_name,
     parse_topic_partition,
 )
+from storage.open_files import LeastRecentlyUsed
 from storage.partition_metadata import (
     read_partition_metadata,
     topic_id_to_string,
@@ -97,6 +115,7 @@ class LogManager:
         topic_config: Callable[[str], LogConfig] | None = None,
         recovery_threads_per_dir: int = 2,
         cleaner_dedupe_buffer_bytes: int = 128 * 1024 * 1024,
+        segment_open_files_max: int = -1,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -105,6 +124,10 @@ class LogManager:
         self.clock = clock
         self._topic_config = topic_config or (lambda topic: self.default_config)
         self._threads = recovery_threads_per_dir
+        self._open_files_max = segment_open_files_max
+        limits = current_limits()
+        self.open_files = LeastRecentlyUsed(self._open_files_cap(limits))
+        self.index_maps = LeastRecentlyUsed(default_index_maps_max(limits))
         self.health = {d: DirectoryHealth(d) for d in self.log_dirs}
         self.logs: dict[TopicPartition, Log] = {}
         # Logs placed in each directory (loaded, or chosen for a new log, and not yet removed):
@@ -123,11 +146,22 @@ class LogManager:
         """Load every log; in parallel across directories and within each."""
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
+        limits = raise_open_files_limit()
+        self.open_files.capacity = self._open_files_cap(limits)
         with ThreadPoolExecutor(max_workers=len(self.log_dirs)) as pool:
             for directory, loaded in zip(self.log_dirs, pool.map(self._load_directory,
                                                                   self.log_dirs), strict=True):
                 self.logs.update(loaded)
                 self._placed[directory] += len(loaded)
+        report_limits(
+            limits, partitions=len(self.logs), open_files_max=self.open_files.capacity,
+            segments=sum(len(log.segments) for log in self.logs.values()),
+            index_maps_max=self.index_maps.capacity,
+        )
+
+    def _open_files_cap(self, limits: ProcessLimits) -> int:
+        configured = self._open_files_max
+        return configured if configured > 0 else default_open_files_max(limits)
 
     def _load_directory(self, directory: Path) -> dict[TopicPartition, Log]:
         marker = directory / CLEAN_SHUTDOWN_FILE
@@ -142,20 +176,46 @@ class LogManager:
 
         def load(path: Path) -> Log:
             key = parse_topic_partition(path.name)
-            return Log.open(
-                path,
-                self._topic_config(key[0]),
-                clock=self.clock,
-                recovery_point=(recovery_points or {}).get(key, 0),
-                log_start_offset=(start_offsets or {}).get(key, 0),
-                had_clean_shutdown=clean,
-                health=self.health[directory],
-            )
+            recovery_point = (recovery_points or {}).get(key, 0)
+            log_start_offset = (start_offsets or {}).get(key, 0)
+            try:
+                return Log.open(
+                    path,
+                    self._topic_config(key[0]),
+                    clock=self.clock,
+                    recovery_point=recovery_point,
+                    log_start_offset=log_start_offset,
+                    had_clean_shutdown=clean,
+                    health=self.health[directory],
+                    open_files=self.open_files,
+                    index_maps=self.index_maps,
+                )
+            except Exception as error:
+                return self._offline_log(path, error, recovery_point, log_start_offset)
 
         with ThreadPoolExecutor(max_workers=max(1, self._threads)) as pool:
             logs = list(pool.map(load, partition_dirs))
         marker.unlink(missing_ok=True)
         return {(log.topic, log.partition): log for log in logs}
+
+    def _offline_log(
+        self, path: Path, error: Exception, recovery_point: int, log_start_offset: int
+    ) -> Log:
+        """A log that failed to load: offline with the reason until restart, its checkpointed
+        offsets kept so the next checkpoint does not lose them."""
+        if isinstance(error, OSError) and is_resource_limit(error):
+            reason = resource_limit_message(error)
+        else:
+            reason = f"{type(error).__name__}: {error}"
+        logger.error("log %s could not be loaded and stays offline: %s", path, reason,
+                     exc_info=not isinstance(error, OSError))
+        key = parse_topic_partition(path.name)
+        log = Log(path, self._topic_config(key[0]), clock=self.clock,
+                  health=DirectoryHealth(path, offline_reason=reason),
+                  open_files=self.open_files, index_maps=self.index_maps)
+        log.recovery_point, log.log_start_offset = recovery_point, log_start_offset
+        log.log_end_offset = max(recovery_point, log_start_offset)
+        return log
 
     def _partition_directories(self, directory: Path) -> Iterator[Path]:
         for path in sorted(directory.iterdir()):
@@ -232,7 +292,8 @@ class LogManager:
         ``partition.metadata`` takes the directory offline (KAFKA_STORAGE_ERROR)."""
         self.health[directory].check()
         log = Log.open(directory / f"{topic}-{partition}", config, clock=self.clock,
-                       had_clean_shutdown=True, health=self.health[directory])
+                       had_clean_shutdown=True, health=self.health[directory],
+                       open_files=self.open_files, index_maps=self.index_maps)
         if topic_id is not None:
             self._on_disk(log, lambda: write_partition_metadata(log.directory, topic_id))
         return log

@@ -18,12 +18,23 @@ follow each other without gaps; base offsets strictly increase. Every offset in 
 
 State is owned by the ``Log`` that holds the segment (one task); ``flush`` may run on a worker
 thread: it only fsyncs. Reads use ``os.pread`` and never move a file position.
+
+Descriptors and maps (``storage.open_files``): the ``.log`` is a ``SegmentFile`` in the broker's
+LRU of open files, so it may be closed between two uses and reopened by the next; every use holds
+the ``OpenFile`` it acquired (a ``FetchSlice`` holds it until it is sent). The indexes are mapped
+without a descriptor and unmapped by the LRU of maps. With ``lazy_indexes`` (every segment but
+the active one, at load) the index files are not even read until first used: the first use
+checks them (present, ``sanity_check``) and rebuilds a missing or corrupt one from the log then,
+not at start-up; ``max_timestamp_so_far`` is read from the time index at its first use as well
+(Kafka's ``LazyIndex``, KAFKA-7283).
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -42,6 +53,7 @@ from protocol.records import (
 from storage.clock import Clock
 from storage.errors import CorruptIndexError
 from storage.index import OffsetIndex, TimeIndex
+from storage.open_files import LeastRecentlyUsed, OpenFile, SegmentFile
 from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
@@ -69,18 +81,31 @@ def parse_base_offset(file_name: str) -> int:
     return int(file_name.split(".", 1)[0])
 
 
+logger = logging.getLogger("samsa.storage.log")
+
+_UNLIMITED = LeastRecentlyUsed()
+
+
 @dataclass(frozen=True, slots=True)
 class FetchSlice:
-    """A byte range of a segment file, to be sent as is (``os.sendfile``) or read."""
+    """A byte range of a segment file, to be sent as is (``os.sendfile``) or read.
 
-    fd: int
+    Holds the ``OpenFile`` it was read from: its descriptor stays open while the slice lives,
+    whatever the LRU of open files or a segment deletion does meanwhile.
+    """
+
+    file: OpenFile
     path: Path
     position: int
     length: int
     first_offset: int
 
+    @property
+    def fd(self) -> int:
+        return self.file.fd
+
     def read(self) -> bytes:
-        return os.pread(self.fd, self.length, self.position)
+        return os.pread(self.file.fd, self.length, self.position)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +144,9 @@ class LogSegment:
         max_index_size: int = 10 * 1024 * 1024,
         file_suffix: str = "",
         writable: bool = True,
+        files: LeastRecentlyUsed | None = None,
+        maps: LeastRecentlyUsed | None = None,
+        lazy_indexes: bool = False,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -127,16 +155,21 @@ class LogSegment:
         self.max_index_size = max_index_size
         self.writable = writable
         self._clock = clock
-        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
         self.log_path = self._path(LOG_SUFFIX)
-        self.fd = os.open(self.log_path, flags, 0o644)
-        self.size = os.fstat(self.fd).st_size
-        self.offset_index = OffsetIndex(
-            self._path(INDEX_SUFFIX), base_offset, max_index_size=max_index_size, writable=writable
+        self.log_file = SegmentFile(
+            self.log_path, files if files is not None else _UNLIMITED, writable=writable
         )
-        self.time_index = TimeIndex(
-            self._path(TIME_INDEX_SUFFIX), base_offset, max_index_size=max_index_size, writable=writable
-        )
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        self.size = os.fstat(handle.fd).st_size
+        # Indexes of a loaded segment are checked at their first use (lazy); a new one's are new.
+        self._indexes_checked = not (lazy_indexes and self.size > 0)
+        self._index_check_lock = threading.Lock()
+        index_options = {
+            "max_index_size": max_index_size, "writable": writable, "maps": maps,
+            "lazy": not self._indexes_checked,
+        }
+        self._offset_index = OffsetIndex(self._path(INDEX_SUFFIX), base_offset, **index_options)  # type: ignore[arg-type]
+        self._time_index = TimeIndex(self._path(TIME_INDEX_SUFFIX), base_offset, **index_options)  # type: ignore[arg-type]
         self.txn_index = TransactionIndex(
             self._path(TXN_INDEX_SUFFIX), base_offset, writable=writable
         )
@@ -144,15 +177,85 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         # The timestamp of the segment's first batch decides when segment.ms rolls it.
         self.rolling_based_timestamp: int | None = None
-        last = self.time_index.last_entry
-        self.max_timestamp_so_far: int = last[0]
-        self.offset_of_max_timestamp_so_far: int = last[1]
+        # (max timestamp so far, its offset): read from the time index at the first use.
+        self._max_timestamp: tuple[int, int] | None = None
         self.closed = False
         self.deleted = False
         self._deleted_files: list[tuple[Path, int]] = []
 
     def _path(self, suffix: str) -> Path:
         return self.directory / (segment_file_name(self.base_offset, suffix) + self.file_suffix)
+
+    @property
+    def fd(self) -> int:
+        """The ``.log``'s descriptor now; the LRU may close it once nobody holds it, so code
+        that can run beside other segments' I/O uses ``log_file.acquire()`` instead (tests)."""
+        return self.log_file.acquire().fd
+
+    # -- indexes (checked at first use) -------------------------------------------------------
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if not self._indexes_checked:
+            self._check_indexes()
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if not self._indexes_checked:
+            self._check_indexes()
+        return self._time_index
+
+    @property
+    def indexes_checked(self) -> bool:
+        """Whether the index files were read and checked yet (False: lazy, never used)."""
+        return self._indexes_checked
+
+    def _check_indexes(self) -> None:
+        """First use of a lazily loaded segment's indexes: a missing or corrupt one is rebuilt."""
+        with self._index_check_lock:
+            if self._indexes_checked:
+                return
+            problem = self._index_problem()
+            self._indexes_checked = True
+            if problem is not None:
+                logger.info("rebuilding indexes of %s at first use (%s)", self.log_path, problem)
+                self.rebuild_indexes()
+
+    def _index_problem(self) -> str | None:
+        for index in (self._offset_index, self._time_index):
+            if not index.path.exists():
+                return f"missing {index.path.name}"
+        try:
+            self._sanity_check_indexes()
+        except CorruptIndexError as error:
+            return f"corrupt index ({error})"
+        return None
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_and_offset()[0]
+
+    @max_timestamp_so_far.setter
+    def max_timestamp_so_far(self, timestamp: int) -> None:
+        self._max_timestamp = (timestamp, self._max_timestamp_and_offset()[1])
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_and_offset()[1]
+
+    @offset_of_max_timestamp_so_far.setter
+    def offset_of_max_timestamp_so_far(self, offset: int) -> None:
+        self._max_timestamp = (self._max_timestamp_and_offset()[0], offset)
+
+    def _max_timestamp_and_offset(self) -> tuple[int, int]:
+        found = self._max_timestamp
+        if found is None:
+            found = self._max_timestamp = tuple(self.time_index.last_entry)  # type: ignore[assignment]
+        return found  # type: ignore[return-value]
+
+    def _set_max_timestamp(self, timestamp: int, offset: int) -> None:
+        self._max_timestamp = (timestamp, offset)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size})"
@@ -174,15 +277,15 @@ class LogSegment:
         """
         position = self.size
         self._check_relative(largest_offset)
-        length = _write_fully(self.fd, parts, position)
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        length = _write_fully(handle.fd, parts, position)
         if length == 0:
             return position
         self.size = position + length
         if self.rolling_based_timestamp is None and position == 0:
             self.rolling_based_timestamp = first_batch_timestamp
         if largest_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = largest_timestamp
-            self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
+            self._set_max_timestamp(largest_timestamp, offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
             self.time_index.append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
@@ -241,12 +344,13 @@ class LogSegment:
         """Batch headers from ``start_position`` on, with their positions (no CRC check)."""
         end = self.size if end_position is None else end_position
         position = start_position
+        handle = self.log_file.acquire()
         chunk = b""
         chunk_start = position
         while position + LOG_OVERHEAD <= end:
             relative = position - chunk_start
             if relative + BATCH_HEADER_SIZE > len(chunk):
-                chunk = os.pread(self.fd, min(_SCAN_CHUNK_BYTES, end - position), position)
+                chunk = os.pread(handle.fd, min(_SCAN_CHUNK_BYTES, end - position), position)
                 chunk_start, relative = position, 0
             header = read_batch_header(chunk, relative)
             if position + header.size_in_bytes > end:
@@ -290,10 +394,12 @@ class LogSegment:
         length = min(limit - position, size)
         if length <= 0:
             return None
-        return FetchSlice(self.fd, self.log_path, position, length, header.base_offset)
+        handle = self.log_file.acquire()
+        return FetchSlice(handle, handle.path, position, length, header.base_offset)
 
     def read_batch_bytes(self, position: int, header: BatchHeader) -> bytes:
-        return os.pread(self.fd, header.size_in_bytes, position)
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        return os.pread(handle.fd, header.size_in_bytes, position)
 
     def next_offset(self) -> int:
         """The offset after the last batch (base offset when empty)."""
@@ -325,7 +431,8 @@ class LogSegment:
             return self.rolling_based_timestamp
         if self.size < BATCH_HEADER_SIZE:
             return -1
-        return read_batch_header(os.pread(self.fd, BATCH_HEADER_SIZE, 0)).max_timestamp
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        return read_batch_header(os.pread(handle.fd, BATCH_HEADER_SIZE, 0)).max_timestamp
 
     def describe(self, end_offset: int) -> SegmentDescription:
         """This segment as a ``SegmentDescription``; ``end_offset`` is the log's to give."""
@@ -346,7 +453,8 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        return os.fstat(handle.fd).st_mtime_ns // 1_000_000
 
     # -- recovery -----------------------------------------------------------------------------
 
@@ -356,16 +464,13 @@ class LogSegment:
         A batch is valid when its header parses, it lies wholly inside the file and its CRC
         matches. Everything from the first invalid batch on is cut off.
         """
-        self.offset_index.truncate()
-        self.time_index.truncate()
+        self._indexes_checked = True  # rebuilt now, whatever they held
         self.txn_index.reset()
-        self.resize_indexes(self.max_index_size)
-        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = -1, self.base_offset
-        self.rolling_based_timestamp = None
-        valid_bytes, next_offset, reason = self._scan_valid_prefix()
+        valid_bytes, next_offset, reason = self._reindex()
         truncated = self.size - valid_bytes
         if truncated:
-            os.ftruncate(self.fd, valid_bytes)
+            handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+            os.ftruncate(handle.fd, valid_bytes)
             self.size = valid_bytes
         self.bytes_since_last_index_entry = 0
         # As a clean close does: the largest timestamp goes into the time index, then both
@@ -373,10 +478,32 @@ class LogSegment:
         self.on_become_inactive()
         return RecoveryResult(valid_bytes, truncated, next_offset, reason)
 
+    def rebuild_indexes(self) -> None:
+        """Rebuild the offset and time indexes from the log, leaving the log and ``.txnindex``
+        as they are: a segment below the recovery point whose index was missing or corrupt at
+        its first use. Invalid bytes found are reported, not cut (the data was flushed; only a
+        recovery after an unclean shutdown truncates)."""
+        self._indexes_checked = True
+        valid_bytes, _, reason = self._reindex()
+        if valid_bytes < self.size:
+            logger.error(
+                "%s: invalid data at position %d (%s); the index covers what precedes it",
+                self.log_path, valid_bytes, reason,
+            )
+        self.on_become_inactive()
+
+    def _reindex(self) -> tuple[int, int, str | None]:
+        self._offset_index.reset()
+        self._time_index.reset()
+        self._set_max_timestamp(-1, self.base_offset)
+        self.rolling_based_timestamp = None
+        return self._scan_valid_prefix()
+
     def _scan_valid_prefix(self) -> tuple[int, int, str | None]:
         if self.size == 0:
             return 0, self.base_offset, None
-        with mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ) as mapped:
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        with mmap.mmap(handle.fd, self.size, access=mmap.ACCESS_READ) as mapped:
             view = memoryview(mapped)
             try:
                 return self._index_batches(view)
@@ -399,14 +526,13 @@ class LogSegment:
             if self.rolling_based_timestamp is None:
                 self.rolling_based_timestamp = header.max_timestamp
             if header.max_timestamp > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = header.max_timestamp
-                self.offset_of_max_timestamp_so_far = header.last_offset
+                self._set_max_timestamp(header.max_timestamp, header.last_offset)
             # Appends index once per append, recovery once per batch: a segment rolled for a
             # full index may need more slots now; a sparser index is still a correct one.
-            indexes_full = self.offset_index.is_full() or self.time_index.is_full()
+            indexes_full = self._offset_index.is_full() or self._time_index.is_full()
             if position - last_index_position > self.index_interval_bytes and not indexes_full:
-                self.offset_index.append(header.last_offset, position)
-                self.time_index.append(
+                self._offset_index.append(header.last_offset, position)
+                self._time_index.append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
                 )
                 last_index_position = position
@@ -426,7 +552,8 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
-        os.ftruncate(self.fd, position)
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        os.ftruncate(handle.fd, position)
         self.size = position
         self.bytes_since_last_index_entry = 0
         self._reload_max_timestamp()
@@ -440,18 +567,21 @@ class LogSegment:
         for _, header in self.scan_headers(position):
             if header.max_timestamp > timestamp:
                 timestamp, offset = header.max_timestamp, header.last_offset
-        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = timestamp, offset
+        self._set_max_timestamp(timestamp, offset)
 
     def sanity_check(self) -> None:
         """Raises CorruptIndexError when an index cannot be trusted (the caller rebuilds)."""
-        self.offset_index.sanity_check()
-        self.time_index.sanity_check()
+        self._sanity_check_indexes()
         self.txn_index.sanity_check()
-        if self.offset_index.entries and self.offset_index.entry(self.offset_index.entries - 1)[
-            1
-        ] > self.size:
+        self._indexes_checked = True
+
+    def _sanity_check_indexes(self) -> None:
+        offset_index = self._offset_index
+        offset_index.sanity_check()
+        self._time_index.sanity_check()
+        if offset_index.entries and offset_index.entry(offset_index.entries - 1)[1] > self.size:
             raise CorruptIndexError(
-                f"{self.offset_index.path}: last entry points past the end of {self.log_path}"
+                f"{offset_index.path}: last entry points past the end of {self.log_path}"
             )
 
     # -- files --------------------------------------------------------------------------------
@@ -459,18 +589,30 @@ class LogSegment:
     def flush(self) -> None:
         if self.deleted:  # taken out of the log while a flush was under way: nothing to keep
             return
-        os.fsync(self.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        os.fsync(handle.fd)
+        self._offset_index.flush()
+        self._time_index.flush()
         self.txn_index.flush()
 
     def close(self) -> None:
+        """Trim the indexes and let go of the files; slices in flight keep their descriptor."""
         if self.closed:
             return
         self.closed = True
-        self.offset_index.close()
-        self.time_index.close()
-        os.close(self.fd)
+        self._offset_index.close()
+        self._time_index.close()
+        self.log_file.release()
+
+    def abandon(self) -> None:
+        """Let go of every file at once without trimming or flushing, as a killed process does
+        (crash tests); descriptors held by slices are closed too."""
+        if self.closed:
+            return
+        self.closed = True
+        self.log_file.close_now()
+        self._offset_index.release()
+        self._time_index.release()
 
     def change_file_suffix(self, new_suffix: str) -> None:
         """Rename all three files (e.g. to ``.deleted`` or from ``.swap``); fds stay valid.
@@ -478,23 +620,24 @@ class LogSegment:
         The ``.log`` file is renamed last: recovery treats a ``.log.swap`` as the mark of an
         unfinished swap and rebuilds the indexes, so a crash between renames is harmless.
         """
-        old_log_path = self.log_path
         self.file_suffix = new_suffix
-        self.offset_index.rename_to(self._path(INDEX_SUFFIX))
-        self.time_index.rename_to(self._path(TIME_INDEX_SUFFIX))
+        self._offset_index.rename_to(self._path(INDEX_SUFFIX))
+        self._time_index.rename_to(self._path(TIME_INDEX_SUFFIX))
         self.txn_index.rename_to(self._path(TXN_INDEX_SUFFIX))
         self.log_path = self._path(LOG_SUFFIX)
-        os.replace(old_log_path, self.log_path)
+        self.log_file.rename(self.log_path)
 
     def mark_deleted(self) -> None:
         """Taken out of its log: indexes released, files renamed ``*.deleted``.
 
-        The ``.log`` descriptor stays open so fetch slices already handed out remain readable
-        until ``delete_files``. The files' inodes are remembered: a newer segment with the same
-        base offset may be deleted meanwhile and take the same ``.deleted`` names.
+        The ``.log`` descriptor is pinned open (out of the LRU) so reads of a list copied before
+        the removal still work until ``delete_files``. The files' inodes are remembered: a newer
+        segment with the same base offset may be deleted meanwhile and take the same
+        ``.deleted`` names.
         """
-        self.offset_index.release()
-        self.time_index.release()
+        self.log_file.pin()
+        self._offset_index.release()
+        self._time_index.release()
         self.deleted = True
         self._deleted_files = []
         for suffix in SEGMENT_SUFFIXES:
@@ -507,6 +650,7 @@ class LogSegment:
                 continue
             self._deleted_files.append((target, inode))
         self.log_path = Path(f"{self.log_path}{DELETED_SUFFIX}")
+        self.log_file.path = self.log_path
         self.txn_index.path = Path(f"{self.txn_index.path}{DELETED_SUFFIX}")
 
     def delete_files(self) -> None:
@@ -524,7 +668,7 @@ class LogSegment:
                 pass
         if not self.closed:
             self.closed = True
-            os.close(self.fd)
+            self.log_file.release()
 
 
 def _check_batch(view: memoryview, position: int) -> tuple[BatchHeader | None, str | None]:

@@ -19,12 +19,7 @@ from storage.segment import LogSegment
 
 def abandon_segment(segment: LogSegment) -> None:
     """Release a segment's OS resources the way a killed process does: nothing is trimmed."""
-    if segment.closed:
-        return
-    segment.closed = True
-    os.close(segment.fd)
-    segment.offset_index.release()  # the process dies: no trim, no msync
-    segment.time_index.release()
+    segment.abandon()  # the process dies: no trim, no msync, every descriptor closed
 
 
 def crash(log: Log) -> None:
