@@ -123,7 +123,7 @@ class Broker:
                 )
             controller = ControllerRouter(
                 quorum_controller, image=lambda: replica_manager.image,
-                clients=lambda: broker.quorum.clients if broker.quorum else None,
+                clients=lambda: broker.quorum.controller_channel if broker.quorum else None,
                 controller_id=lambda: broker.quorum.leader_id if broker.quorum else None,
             )
         else:
@@ -203,7 +203,7 @@ class Broker:
         quorum = self.quorum = QuorumMember(self)
         if self.quorum_controller is not None:
             self.quorum_controller.quorum = quorum.driver
-        self.forwarder = Forwarder(quorum.clients, lambda: quorum.leader_id)
+        self.forwarder = Forwarder(quorum.controller_channel, lambda: quorum.leader_id)
         self.transactions.send_remote_markers(NodeClients(
             self.inter_broker_endpoint, client_id=f"broker-{self.node_id}",
             request_timeout_ms=self.config.kraft.quorum.request_timeout_ms))

@@ -50,6 +50,7 @@ __all__ = ["QUORUM_STATE_FILE", "QuorumMember", "quorum_request", "raft_error_re
 logger = logging.getLogger("samsa.broker.quorum")
 
 QUORUM_STATE_FILE = "quorum-state"
+CONTROLLER_CHANNEL_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms for the controller channel
 CONTROLLER_TICK_S = 0.25  # how often the active controller looks for expired broker sessions
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -70,9 +71,17 @@ class QuorumMember:
             retry_backoff_ms=quorum.retry_backoff_ms,
             append_linger_ms=quorum.append_linger_ms,
         )
+        # Two channels to the controllers, as Kafka keeps them (KafkaRaftClient's own network
+        # client; the broker's NodeToControllerChannelManager): responses on one connection go
+        # out in request order, so a forwarded CreateTopics waiting for its commit must never
+        # sit in front of the Fetch that commits it.
         self.clients = NodeClients(
             kraft.controller_endpoint, client_id=f"raft-client-{broker.node_id}",
             request_timeout_ms=quorum.request_timeout_ms,
+        )
+        self.controller_channel = NodeClients(
+            kraft.controller_endpoint, client_id=f"controller-channel-{broker.node_id}",
+            request_timeout_ms=CONTROLLER_CHANNEL_TIMEOUT_MS,
         )
         store = FileQuorumStateStore(
             Path(metadata_log.directory) / QUORUM_STATE_FILE,
@@ -114,6 +123,7 @@ class QuorumMember:
                 await self._ticker
         await self.driver.stop()
         await self.clients.close()
+        await self.controller_channel.close()
 
     async def _tick(self) -> None:
         controller = self.broker.quorum_controller
@@ -143,7 +153,7 @@ class QuorumMember:
         leader_id = self.node.leader_id
         if leader_id is None or not self.broker.cluster_id:
             return None
-        return await self.clients.send_or_none(leader_id, message)
+        return await self.controller_channel.send_or_none(leader_id, message)
 
     async def _send(self, destination: int, message: Message) -> Message | None:
         response = await self.clients.send_or_none(destination, message)
