@@ -254,7 +254,7 @@ def on_fetch_response(
         if state is not None:
             state.next_fetch_ms = retry_at
         return
-    state.fetch_deadline_ms = now_ms + node.config.fetch_timeout_ms
+    state.fetch_deadline_ms = now_ms + node.config.fetch_timeout_ms + state.stagger_ms
     state.next_fetch_ms = now_ms
     diverging, snapshot = partition.diverging_epoch, partition.snapshot_id
     if diverging.epoch >= 0 and diverging.end_offset >= 0:
@@ -322,7 +322,7 @@ def _take_snapshot_chunk(node: RaftNode, now_ms: int, state: FollowerState, part
         state.stop_snapshot()
         state.next_fetch_ms = now_ms
         return
-    state.fetch_deadline_ms = now_ms + node.config.fetch_timeout_ms
+    state.fetch_deadline_ms = now_ms + node.config.fetch_timeout_ms + state.stagger_ms
     state.next_fetch_ms = now_ms
     state.snapshot_buffer += bytes(partition.unaligned_records or b"")
     if len(state.snapshot_buffer) < partition.size:

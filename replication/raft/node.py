@@ -392,8 +392,11 @@ class RaftNode:
     ) -> None:
         if voted_id is None and epoch == self.epoch:
             voted_id = self.voted_id
-        deadline = now_ms + self.config.fetch_timeout_ms
-        self.transition(FollowerState(epoch, leader_id, voted_id, deadline, next_fetch_ms=now_ms))
+        stagger = self._rng.randrange(max(1, self.config.election_timeout_ms // 2)) \
+            if self.is_voter else 0
+        deadline = now_ms + self.config.fetch_timeout_ms + stagger
+        self.transition(FollowerState(epoch, leader_id, voted_id, deadline, stagger_ms=stagger,
+                                      next_fetch_ms=now_ms))
 
     def _start_candidacy(self, now_ms: int, epoch: int, retries: int) -> None:
         deadline = now_ms + self.random_election_timeout_ms()

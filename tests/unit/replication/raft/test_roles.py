@@ -24,7 +24,8 @@ NONE = int(ErrorCode.NONE)
 FENCED = int(ErrorCode.FENCED_LEADER_EPOCH)
 
 
-def make_node(start: str, epoch: int = 5, *, log_epoch: int = 0, log_records: int = 0) -> tuple[
+def make_node(start: str, epoch: int = 5, *, log_epoch: int = 0, log_records: int = 0,
+              seed: int = 0) -> tuple[
     RaftNode, MemoryQuorumStateStore
 ]:  # fmt: skip
     log = MemoryRaftLog()
@@ -42,7 +43,7 @@ def make_node(start: str, epoch: int = 5, *, log_epoch: int = 0, log_records: in
     store = MemoryQuorumStateStore(stored)
     node = RaftNode(
         node_id=1, voter_ids=(1, 2, 3), log=log, store=store, config=CONFIG,
-        rng=random.Random(0), now_ms=0,
+        rng=random.Random(seed), now_ms=0,
     )  # fmt: skip
     if start == "leader":
         node.poll(CONFIG.election_timeout_ms * 2)  # stands in epoch `epoch`
@@ -169,10 +170,21 @@ def test_election_timeout_makes_a_candidate_of_the_next_epoch(start: str) -> Non
 
 def test_follower_fetch_timeout_makes_a_candidate() -> None:
     node, _ = make_node("follower")
-    node.poll(CONFIG.fetch_timeout_ms - 1)
+    stagger = node.state.stagger_ms  # type: ignore[union-attr]
+    assert 0 <= stagger < CONFIG.election_timeout_ms // 2
+    node.poll(CONFIG.fetch_timeout_ms + stagger - 1)
     assert node.role == "follower"
-    node.poll(CONFIG.fetch_timeout_ms)
+    node.poll(CONFIG.fetch_timeout_ms + stagger)
     assert (node.role, node.epoch) == ("candidate", 6)
+
+
+def test_followers_of_one_epoch_stand_at_different_times() -> None:
+    """Two followers that last fetched together must not stand in the same millisecond."""
+    staggers = set()
+    for seed in range(20):
+        node, _ = make_node("follower", seed=seed)
+        staggers.add(node.state.stagger_ms)  # type: ignore[union-attr]
+    assert len(staggers) > 15
 
 
 def test_candidate_backs_off_then_stands_again_after_rejections() -> None:
