@@ -2,14 +2,26 @@
 needs Java 17), each comparison in interleaved rounds (``bench.rounds``).
 
 ``python -m bench --quick`` runs each with smaller counts; ``--rounds N`` sets the rounds of
-every comparison (5 by default).
+every comparison (5 by default). The cluster bench (``bench.cluster``: topic creations through
+the quorum, controller failover) and the Raft simulator's time compression (``bench.raft_sim``)
+run last.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from bench import broker, client_perf, consumer_perf, groups, rounds, spark, storage
+from bench import (
+    broker,
+    client_perf,
+    cluster,
+    consumer_perf,
+    groups,
+    raft_sim,
+    rounds,
+    spark,
+    storage,
+)
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -24,3 +36,5 @@ if __name__ == "__main__":
     client_perf.main(num_records=30_000 if quick else 300_000, rounds_count=count)
     consumer_perf.main(num_records=50_000 if quick else 500_000, rounds_count=count)
     spark.main(quick=quick, rounds_count=count)
+    cluster.main(quick=quick, rounds_count=count)
+    raft_sim.main(quick=quick, rounds_count=count)
