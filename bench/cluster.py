@@ -42,6 +42,7 @@ FAILOVER_ROWS = (
     ("detection_s", "  of which detection (kill -> first survivor stands)"),
     ("election_s", "  of which election (stands -> leader named)"),
     ("epochs", "epochs the election took"),
+    ("later_elections", "elections after the new leader, before the CreateTopics"),
     ("rejoin_s", "killed node restarted -> unfenced"),
     ("rejoin_elections", "elections while it rejoined"),
 )

@@ -57,6 +57,7 @@ class Failover:
     not within ``FAILOVER_TIMEOUT_S``)."""
 
     killed: int
+    killed_at_s: float  # time.time(), the clock of the nodes' log lines
     old_epoch: int
     new_leader_s: float | None
     create_s: float | None
@@ -65,7 +66,8 @@ class Failover:
     phases: quorum_log.FailoverPhases
 
     def to_json(self) -> dict[str, Any]:
-        return {"killed": self.killed, "old_epoch": self.old_epoch,
+        return {"killed": self.killed, "killed_at_s": round(self.killed_at_s, 3),
+                "old_epoch": self.old_epoch,
                 "new_leader_s": _rounded(self.new_leader_s), "create_s": _rounded(self.create_s),
                 "rejoin_s": round(self.rejoin_s, 3), **self.phases.to_json(),
                 "epoch_after_rejoin": self.epoch_after_rejoin,
@@ -76,7 +78,8 @@ class Failover:
         """Epochs begun while the killed node rejoined (after the failover's election)."""
         if self.phases.epochs is None:
             return None
-        return self.epoch_after_rejoin - self.old_epoch - self.phases.epochs
+        return (self.epoch_after_rejoin - self.old_epoch - self.phases.epochs
+                - (self.phases.later_elections or 0))
 
 
 # -- one kill ---------------------------------------------------------------------------------
@@ -135,10 +138,11 @@ def kill_and_recover(cluster: BenchCluster, index: int) -> Failover:
     epoch_after_rejoin = current_controller(cluster)[1]
     changes = [change for node_id in survivors for change in quorum_log.leader_changes(
         node_id, cluster.log_path(node_id).read_text(errors="replace"))]
-    phases = quorum_log.failover_phases(changes, killed_at_s=killed_at_s, old_epoch=old_epoch,
-                                        old_leader=old_leader)
-    return Failover(old_leader, old_epoch, new_leader_s, create_s, rejoin_s, epoch_after_rejoin,
-                    phases)
+    phases = quorum_log.failover_phases(
+        changes, killed_at_s=killed_at_s, old_epoch=old_epoch, old_leader=old_leader,
+        until_s=None if create_s is None else killed_at_s + create_s)
+    return Failover(old_leader, killed_at_s, old_epoch, new_leader_s, create_s, rejoin_s,
+                    epoch_after_rejoin, phases)
 
 
 def restart_and_rejoin(cluster: BenchCluster, node_id: int) -> float:
@@ -180,7 +184,7 @@ FIGURES = ("new_leader_s", "create_s", "detection_s", "election_s", "rejoin_s")
 def summarize(failovers: list[Failover]) -> dict[str, Any]:
     rows = [failover.to_json() for failover in failovers]
     distributions = {}
-    for figure in (*FIGURES, "epochs", "rejoin_elections"):
+    for figure in (*FIGURES, "epochs", "later_elections", "rejoin_elections"):
         values = [row[figure] for row in rows if row[figure] is not None]
         distributions[figure] = Distribution.of(values).to_json() if values else None
     missing = {figure: sum(1 for row in rows if row[figure] is None) for figure in FIGURES}

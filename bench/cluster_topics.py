@@ -45,6 +45,7 @@ from rich.progress import Progress
 
 from bench import cluster_requests, rounds
 from bench.cluster_nodes import BenchCluster, start_single, wait_until, work_dir
+from broker.node_client import NodeClient
 from protocol.errors import ErrorCode
 
 SYSTEMS = ("cluster", "single")
@@ -120,7 +121,7 @@ async def _timed_case(target: Target, case: str, names: list[str]) -> Creation:
     return Creation(len(names), seconds, existing, visible_s, dict(codes), elections)
 
 
-async def _per_topic(node: Any, names: list[str], replication_factor: int,
+async def _per_topic(node: NodeClient, names: list[str], replication_factor: int,
                      codes: Counter[str]) -> None:
     window = asyncio.Semaphore(IN_FLIGHT)
 
@@ -133,7 +134,7 @@ async def _per_topic(node: Any, names: list[str], replication_factor: int,
     await asyncio.gather(*(one(name) for name in names))
 
 
-async def _visible(node: Any, names: list[str]) -> int:
+async def _visible(node: NodeClient, names: list[str]) -> int:
     """How many of ``names`` the node's Metadata lists, once it lists them all or after
     ``VISIBLE_TIMEOUT_S``."""
     deadline = time.monotonic() + VISIBLE_TIMEOUT_S

@@ -13,7 +13,9 @@ The daemon logs every change of its metadata quorum state on one line (``broker.
   ``controller.quorum.fetch.timeout.ms``, or it heard such a candidate's Vote;
 - election: from there until the first survivor names a new leader; ``epochs`` is how many
   epochs that took (1: the first vote won; more: split or refused votes, each followed by an
-  election backoff of up to ``controller.quorum.election.backoff.max.ms``).
+  election backoff of up to ``controller.quorum.election.backoff.max.ms``);
+- later elections: epochs begun after that first new leader and before ``until_s`` (when the
+  cluster took a write again): the new leader lost its leadership before it served one.
 
 Pure functions over text; no state.
 """
@@ -64,14 +66,16 @@ class FailoverPhases:
     election_s: float | None  # that -> a survivor names the new leader
     epochs: int | None  # epochs the election went through
     new_leader: int | None
+    later_elections: int | None = None  # epochs begun after it, before ``until_s``
 
     def to_json(self) -> dict[str, float | int | None]:
         return {"detection_s": _rounded(self.detection_s), "election_s": _rounded(self.election_s),
-                "epochs": self.epochs, "new_leader": self.new_leader}
+                "epochs": self.epochs, "new_leader": self.new_leader,
+                "later_elections": self.later_elections}
 
 
 def failover_phases(changes: Iterable[LeaderChange], *, killed_at_s: float, old_epoch: int,
-                    old_leader: int) -> FailoverPhases:
+                    old_leader: int, until_s: float | None = None) -> FailoverPhases:
     """The phases of the failover that began at ``killed_at_s`` from the survivors' leader
     changes (lines of the killed node and lines before the kill are ignored; the log's
     milliseconds are truncated, so a line may read up to 1 ms before the kill)."""
@@ -84,7 +88,11 @@ def failover_phases(changes: Iterable[LeaderChange], *, killed_at_s: float, old_
     if elected is None:
         return FailoverPhases(detection_s, None, None, None)
     election_s = None if standing is None else max(0.0, elected.at_s - standing.at_s)
-    return FailoverPhases(detection_s, election_s, elected.epoch - old_epoch, elected.leader_id)
+    later = None if until_s is None else max(
+        (change.epoch for change in after if change.at_s <= until_s), default=elected.epoch
+    ) - elected.epoch
+    return FailoverPhases(detection_s, election_s, elected.epoch - old_epoch, elected.leader_id,
+                          later)
 
 
 def _rounded(value: float | None) -> float | None:

@@ -66,4 +66,18 @@ def test_no_lines_no_phases() -> None:
     phases = failover_phases(standing_only, killed_at_s=1.0, old_epoch=1, old_leader=1)
     assert phases == FailoverPhases(2.0, None, None, None)
     assert phases.to_json() == {"detection_s": 2.0, "election_s": None, "epochs": None,
-                                "new_leader": None}
+                                "new_leader": None, "later_elections": None}
+
+
+def test_elections_after_the_new_leader_until_the_cluster_took_a_write() -> None:
+    changes = [
+        change(102.0, 2, 10, None), change(103.0, 1, 10, 1), change(103.01, 2, 10, 1),
+        change(105.0, 2, 11, None), change(105.3, 2, 12, None), change(105.5, 2, 12, 1),
+        change(200.0, 2, 13, None),  # long after the write: another story
+    ]
+    phases = failover_phases(changes, killed_at_s=100.0, old_epoch=9, old_leader=3,
+                             until_s=106.0)
+    assert (phases.epochs, phases.new_leader, phases.later_elections) == (1, 1, 2)
+    calm = failover_phases(changes[:3], killed_at_s=100.0, old_epoch=9, old_leader=3,
+                           until_s=106.0)
+    assert calm.later_elections == 0
