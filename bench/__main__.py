@@ -2,14 +2,27 @@
 needs Java 17), each comparison in interleaved rounds (``bench.rounds``).
 
 ``python -m bench --quick`` runs each with smaller counts; ``--rounds N`` sets the rounds of
-every comparison (5 by default).
+every comparison (5 by default). The cluster bench (``bench.cluster``: topic creations through
+the quorum, controller failover) and the Raft simulator's time compression (``bench.raft_sim``)
+run last.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from bench import broker, client_perf, consumer_perf, groups, rounds, scale, spark, storage
+from bench import (
+    broker,
+    client_perf,
+    cluster,
+    consumer_perf,
+    groups,
+    raft_sim,
+    rounds,
+    scale,
+    spark,
+    storage,
+)
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -25,3 +38,5 @@ if __name__ == "__main__":
     consumer_perf.main(num_records=50_000 if quick else 500_000, rounds_count=count)
     spark.main(quick=quick, rounds_count=count)
     scale.main(quick=quick)  # one node at 1k / 10k / 50k partitions (issue 18)
+    cluster.main(quick=quick, rounds_count=count)
+    raft_sim.main(quick=quick, rounds_count=count)
