@@ -247,3 +247,31 @@ def test_a_broker_only_node_joins_as_an_observer(cluster_nodes) -> None:  # type
     create_topic(admin, "four", partitions=4, replication_factor=1)
     topic = admin.list_topics("four", timeout=5).topics["four"]
     assert sorted(p.leader for p in topic.partitions.values()) == [1, 2, 3, 4]
+
+
+def test_a_node_behind_the_leaders_log_start_catches_up_from_a_snapshot(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
+    """FetchSnapshot (KIP-630) between real processes: the leader snapshots often and deletes
+    the log below its snapshots, so a node that was down restarts behind the log start."""
+    cluster = cluster_nodes(3, **{
+        "metadata.log.max.record.bytes.between.snapshots": "2048",
+        "metadata.max.retention.bytes": "1",  # keep only what the latest snapshot needs
+        "metadata.log.segment.min.bytes": "1024",
+        "metadata.log.segment.bytes": "4096",
+    })
+    formed(cluster)
+    cluster.kill(3)
+    admin = admin_for(cluster, 1, 2)
+    wait_until(lambda: live_brokers(admin) == {1, 2}, timeout_s=20, what="broker 3 fenced")
+    for index in range(40):
+        create_topic(admin, f"while-3-was-down-{index}", partitions=1, replication_factor=2)
+    leader = wait_until(lambda: quorum_leader(cluster, 1), what="a quorum leader")
+    leader_log = cluster.root / f"node-{leader}" / "__cluster_metadata-0"
+    wait_until(lambda: list(leader_log.glob("*.checkpoint")), what="a snapshot on the leader")
+    wait_until(lambda: min(int(p.name.split(".")[0]) for p in leader_log.glob("*.log")) > 0,
+               what="the leader's metadata log start above 0")
+    cluster.nodes[3].start()
+    formed(cluster)
+    wait_until(lambda: "installing metadata snapshot" in cluster.nodes[3].log(),
+               what="node 3 installs the leader's snapshot")
+    topics = admin_for(cluster, 3).list_topics(timeout=5).topics
+    assert {f"while-3-was-down-{index}" for index in range(40)} <= set(topics)
