@@ -171,6 +171,9 @@ class Broker:
                 allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
             )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
+        # coordinators wait (LOAD_IN_PROGRESS) while their internal partition is being created
+        group_coordinator.partitions.pending = offset_store.partition_pending
+        broker.transactions.coordinator.partitions.pending = broker.transactions.state_log.partition_pending
         if kraft:
             replica_manager.on_local_changes.append(broker._coordinator_elections)
         replica_manager.resolve_default_config = broker._dynamic_log_config

@@ -27,6 +27,12 @@ Transitions, with the partition's leader epoch as Kafka keeps it:
 A single node (no ``process.roles``) never hears elections: ``owns_all`` makes every partition
 without an entry served, and its start-up loads use ``begin_loading`` with no epoch (-1).
 
+``pending`` (set by the broker): a partition that is otherwise served but cannot take writes
+yet — its internal topic is being created (asked for on first use) or its log is still being
+created on the storage worker — answers COORDINATOR_LOAD_IN_PROGRESS, so a group's first
+JoinGroup waits for it rather than failing at its SyncGroup (Kafka's coordinator is not active
+for a partition until it is hosted and loaded).
+
 Sans-IO values and a plain class; owned by the event loop (start-up marks partitions from the
 start-up thread before the loop serves).
 """
@@ -34,6 +40,7 @@ start-up thread before the loop serves).
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
@@ -59,6 +66,7 @@ class PartitionState(enum.Enum):
 class CoordinatorPartitions:
     def __init__(self, *, owns_all: bool = False) -> None:
         self.owns_all = owns_all
+        self.pending: Callable[[int], bool] | None = None  # see the module docstring
         self._states: dict[int, PartitionState] = {}
         self._epochs: dict[int, int] = {}
 
@@ -129,11 +137,11 @@ class CoordinatorPartitions:
     def error(self, index: int) -> ErrorCode | None:
         """What a request for a key of ``index`` is answered (None: served)."""
         state = self._states.get(index)
-        if state is PartitionState.ACTIVE:
-            return None
         if state is PartitionState.LOADING:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if state is None and self.owns_all:
+        if state is PartitionState.ACTIVE or (state is None and self.owns_all):
+            if self.pending is not None and self.pending(index):
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             return None
         return ErrorCode.NOT_COORDINATOR
 

@@ -275,6 +275,15 @@ class OffsetStore:
             raise NotLeaderOrFollowerError(f"{OFFSETS_TOPIC}-{index} is led by {partition.leader_id}")
         return partition
 
+    def partition_pending(self, index: int) -> bool:
+        """Whether ``{OFFSETS_TOPIC}-<index>`` cannot take writes here yet: the topic is being
+        created (asked for now when missing) or the partition's log is."""
+        try:
+            self.ensure_topic()
+        except KafkaError:
+            return True
+        return (OFFSETS_TOPIC, index) in self.replica_manager.creating
+
     def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` unless it exists (raises the refusal, or
         COORDINATOR_NOT_AVAILABLE until the creation is committed)."""

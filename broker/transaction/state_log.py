@@ -178,6 +178,15 @@ class TransactionStateLog:
         self.appender.append_one((partition.topic, partition.partition), encode_batch([record]),
                                  origin=AppendOrigin.COORDINATOR)
 
+    def partition_pending(self, index: int) -> bool:
+        """Whether ``{TRANSACTION_STATE_TOPIC}-<index>`` cannot take writes here yet: the topic is being
+        created (asked for now when missing) or the partition's log is."""
+        try:
+            self.ensure_topic()
+        except KafkaError:
+            return True
+        return (TRANSACTION_STATE_TOPIC, index) in self.replica_manager.creating
+
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` unless it exists (raises the refusal, or
         COORDINATOR_NOT_AVAILABLE until the creation is committed)."""

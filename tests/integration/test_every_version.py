@@ -55,11 +55,14 @@ from protocol.messages.api_versions_request import ApiVersionsRequest
 from protocol.messages.api_versions_response import ApiVersionsResponse
 from protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from protocol.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestGroup
 from protocol.messages.produce_request import ProduceRequest
 from protocol.messages.request_header import RequestHeader
 from protocol.messages.response_header import ResponseHeader
 from tests.integration.valid_requests import VALID_REQUESTS, Scene, produce
 from tests.message_strategies import message_strategy, spec_for
+
+RETRIABLE_COORDINATOR_ERRORS = {14, 15}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
 
 pytestmark = pytest.mark.integration
 
@@ -156,7 +159,22 @@ def create_scene(wire: Wire) -> Scene:
         name=TOPIC, num_partitions=2, replication_factor=1)]))
     assert created.topics[0].error_code == 0
     described = wire.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)]))
+    await_group_coordinator(wire, GROUP)
     return Scene(topic=TOPIC, topic_id=described.topics[0].topic_id, group=GROUP)
+
+
+def await_group_coordinator(wire: Wire, group: str, timeout_s: float = 30) -> None:
+    """Retry OffsetFetch while the group's coordinator is not ready, as a client would: the
+    first group request creates ``__consumer_offsets``, whose logs are created off the event
+    loop (COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE meanwhile)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        fetched = wire.call(9, 8, OffsetFetchRequest(groups=[OffsetFetchRequestGroup(
+            group_id=group, topics=None)]))
+        if fetched.groups[0].error_code not in RETRIABLE_COORDINATOR_ERRORS:
+            return
+        assert time.monotonic() < deadline, f"the coordinator of {group} is not ready"
+        time.sleep(0.05)
 
 
 def error_codes(message: Any) -> list[int]:
