@@ -8,7 +8,8 @@ Each entry names one test of a suite (kafka-python's ``module_or_class::test`` a
 reports it, or librdkafka's test name from ``tests/test.c``) and a reason whose condition the
 harness re-checks on every run against ``Facts`` gathered from the broker it has just started
 (its ApiVersions, the listeners and SASL mechanisms its configuration accepts) and from the run
-itself (quick or full mode, brokers per pass, whether Kafka's Java tools are installed). While the
+itself (quick or full mode, brokers per pass, whether Kafka's Java tools are installed, whether
+a cluster's followers hold the records produced to their leader). While the
 condition holds the harness does not run the test and records it as skipped with the reason;
 once it stops holding (``NeedsApi(45)`` once ApiVersions advertises 45) the entry no longer
 applies and the test runs like any other: a failure then fails the run, and so does a skip.
@@ -40,6 +41,9 @@ class Facts:
     message_format_v1: bool = False  # the broker serves a Produce v2 request
     quick_mode: bool = False  # librdkafka's test-runner -Q
     brokers: int = 1  # brokers the harness runs each pass against
+    # A record produced with acks=all reached a follower's log (compat.samsa_cluster probes it;
+    # False on one broker, which has no followers).
+    replicates_data: bool = False
     java_tools: bool = False  # a JVM and Kafka's jars (KAFKA_PATH/libs) are installed
 
 
@@ -112,6 +116,21 @@ class NeedsBrokers:
 
     def describe(self) -> str:
         return f"needs {self.count} brokers ({self.detail}); the harness runs fewer per pass"
+
+
+@dataclass(frozen=True)
+class NeedsReplicatedData:
+    """Partition data on the followers: records copied from the leader (Kafka's replica
+    fetchers), which Samsa's cluster does not do yet (``Facts.replicates_data``)."""
+
+    detail: str
+
+    def applies(self, facts: Facts) -> bool:
+        return not facts.replicates_data
+
+    def describe(self) -> str:
+        return (f"needs partition data replicated to the followers ({self.detail}); a record "
+                "produced with acks=all reached no follower's log (DescribeLogDirs)")
 
 
 @dataclass(frozen=True)
@@ -194,6 +213,10 @@ TOLERATED_SKIPS: tuple[Skip, ...] = (
          NeedsJavaTools("tests/java TransactionProducerCli, built against kafka-clients")),
     Skip(LIBRDKAFKA, "0101_fetch_from_follower",
          NeedsBrokers(3, "three replicas on brokers with three broker.rack values")),
+    # KIP-392: the consumer fetches from the replica in its client.rack, which must hold the
+    # leader's records; a test may name several needs, each checked on its own.
+    Skip(LIBRDKAFKA, "0101_fetch_from_follower",
+         NeedsReplicatedData("rack-aware fetching from a follower, KIP-392")),
     Skip(LIBRDKAFKA, "0126_oauthbearer_oidc", NeedsSecurity("SASL mechanism", "OAUTHBEARER")),
     # KIP-848's consumer protocol; under the classic protocol the test skips itself.
     Skip(LIBRDKAFKA, "0153_memberid", NeedsApi(68)),
@@ -202,11 +225,16 @@ TOLERATED_SKIPS: tuple[Skip, ...] = (
 
 def applicable(suite: str, facts: Facts,
                table: tuple[Skip, ...] = TOLERATED_SKIPS) -> dict[str, str]:
-    """``{test: reason}`` of the suite's entries whose condition holds now."""
-    return {entry.test: entry.reason.describe() for entry in table
-            if entry.suite == suite and entry.reason.applies(facts)}
+    """``{test: reason}`` of the suite's entries whose condition holds now; a test named by
+    several entries gets the reasons of those that hold, joined by "; "."""
+    reasons: dict[str, list[str]] = {}
+    for entry in table:
+        if entry.suite == suite and entry.reason.applies(facts):
+            reasons.setdefault(entry.test, []).append(entry.reason.describe())
+    return {test: "; ".join(described) for test, described in reasons.items()}
 
 
 def entries(suite: str, table: tuple[Skip, ...] = TOLERATED_SKIPS) -> list[str]:
-    """The tests the table names for ``suite``, whether their condition holds or not."""
-    return [entry.test for entry in table if entry.suite == suite]
+    """The tests the table names for ``suite`` (each once), whether their condition holds or
+    not."""
+    return list(dict.fromkeys(entry.test for entry in table if entry.suite == suite))
