@@ -14,9 +14,9 @@ unfenced) and a controller, polled against a deadline. The cluster offers what t
 a ``SamsaBroker``: ``bootstrap`` (all nodes, comma-separated), ``address(listener)``,
 ``alive``, ``stop`` and ``facts``; ``facts`` adds ``brokers`` and ``replicates_data``, which
 ``replicates_data()`` probes: a one-partition topic with a replica on every node, one record
-produced with acks=all to its leader, then DescribeLogDirs on each follower until one reports
-a non-empty log (the data plane) or ``REPLICATION_PROBE_SECONDS`` pass (followers hold empty
-logs). The harness's process owns every node process; nothing here is shared between threads.
+produced with acks=all, then DescribeLogDirs on every node until two report a non-empty log
+(the leader's and a follower's: the data plane) or ``REPLICATION_PROBE_SECONDS`` pass with only
+the leader's (followers hold empty logs; none at all fails the probe). The harness's process owns every node process; nothing here is shared between threads.
 """
 
 from __future__ import annotations
@@ -160,41 +160,37 @@ class SamsaCluster:
 
     def replicates_data(self) -> bool:
         """True if a record produced with acks=all to a partition with a replica on every
-        node reaches a follower's log within ``REPLICATION_PROBE_SECONDS``."""
-        leader = self._probe_partition_leader()
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
-                             "client.id": "samsa-compat"})
-        producer.produce(PROBE_TOPIC, b"replicated?", partition=0)
-        if producer.flush(30) != 0:
-            raise RuntimeError(f"the replication probe's record to {PROBE_TOPIC} was not acked")
-        followers = [node for index, node in enumerate(self.nodes) if index != leader]
+        node reaches a second node's log (the leader's and a follower's) within
+        ``REPLICATION_PROBE_SECONDS``."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "client.id": "samsa-compat"})
+        for future in admin.create_topics([NewTopic(PROBE_TOPIC, 1, self.size)]).values():
+            future.result(30)
         try:
-            wait_until(lambda: any(_partition_size(node, PROBE_TOPIC) > 0 for node in followers),
-                       REPLICATION_PROBE_SECONDS, "a follower with the probe's record")
+            producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
+                                 "client.id": "samsa-compat"})
+            producer.produce(PROBE_TOPIC, b"replicated?", partition=0)
+            if producer.flush(30) != 0:
+                raise RuntimeError(f"the replication probe's record to {PROBE_TOPIC} was not "
+                                   "acked")
+            holding = partial(self._nodes_holding_data, PROBE_TOPIC)
+            wait_until(lambda: holding() >= 2, REPLICATION_PROBE_SECONDS,
+                       "a follower with the probe's record")
         except TimeoutError:
+            if holding() != 1:  # not even the leader: the probe itself is broken
+                raise
             return False
         finally:  # the suites see a cluster without it (some list every topic)
-            admin = AdminClient({"bootstrap.servers": self.bootstrap, "client.id": "samsa-compat"})
             for future in admin.delete_topics([PROBE_TOPIC]).values():
                 future.result(30)
         return True
 
-    def _probe_partition_leader(self) -> int:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "client.id": "samsa-compat"})
-        for future in admin.create_topics([NewTopic(PROBE_TOPIC, 1, self.size)]).values():
-            future.result(30)
-        return wait_until(lambda: _leader(admin, PROBE_TOPIC), 30, f"a leader of {PROBE_TOPIC}")
+    def _nodes_holding_data(self, topic: str) -> int:
+        return sum(1 for node in self.nodes if _partition_size(node, topic) > 0)
 
 
 def _formed(admin: AdminClient, size: int) -> bool:
     metadata = admin.list_topics(timeout=5)
     return len(metadata.brokers) == size and metadata.controller_id >= 0
-
-
-def _leader(admin: AdminClient, topic: str) -> int | None:
-    partitions = admin.list_topics(topic, timeout=5).topics[topic].partitions
-    leader = partitions[0].leader if 0 in partitions else -1
-    return leader if leader >= 0 else None
 
 
 def _partition_size(node: SamsaBroker, topic: str) -> int:

@@ -187,9 +187,9 @@ class TransactionStateLog:
 
     def _partition(self, index: int) -> Partition:
         self.ensure_topic()
-        partition = self.replica_manager.partition(TRANSACTION_STATE_TOPIC, index)
-        if partition is None:
-            raise KafkaError(f"{TRANSACTION_STATE_TOPIC}-{index} is not hosted here")
+        # Hosted, or NOT_LEADER_OR_FOLLOWER while its log is still being created after the
+        # election (NOT_COORDINATOR to the client, which retries), as Kafka's append does.
+        partition = self.replica_manager.partition_or_error(TRANSACTION_STATE_TOPIC, index)
         if partition.leader_id != self.replica_manager.node_id:  # it moved: NOT_COORDINATOR
             raise NotLeaderOrFollowerError(
                 f"{TRANSACTION_STATE_TOPIC}-{index} is led by {partition.leader_id}")
