@@ -188,7 +188,8 @@ def _pytest(source: Path, selection: list[str], junit: Path, log_path: Path,
     })
     command = [str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", *selection,
                "-p", "no:cacheprovider", "-p", "samsa_skips", "-q", "-rN", "--tb=short",
-               f"--timeout={PER_TEST_TIMEOUT_SECONDS}", "-o", "log_level=WARNING",
+               f"--timeout={PER_TEST_TIMEOUT_SECONDS}", "--timeout-method=signal",
+               "-o", "log_level=WARNING",
                f"--junitxml={junit}"]
     with open(log_path, "w") as log:
         try:
