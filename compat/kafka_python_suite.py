@@ -20,6 +20,11 @@ tolerate now, a missing JUnit file, a pytest exit code that its outcomes do not 
 timeout, and a broker that died or did not stop cleanly (``SuiteResult.failures``).
 ``selection``: pytest node ids under ``test/integration`` (for the harness's own tests); the
 SASL pass runs only if one of them is in its module.
+``brokers`` 3 (``--brokers 3``): the main pass runs against a cluster of three Samsa nodes with
+node ids 0-2 (``compat.samsa_cluster``); ``KAFKA_URI`` names node 0 — kafka-python's fixture
+parses one address, and its clients find the others through Metadata; results go to
+``kafka-python-cluster.json``. The SASL pass still starts one broker per test: that is its
+fixture's own design.
 """
 
 from __future__ import annotations

@@ -7,6 +7,12 @@ first if missing; a build configured without RapidJSON is reconfigured and rebui
 librdkafka's test cluster has 3 brokers and some tests (0098, 0101, 0103) create their
 topics with replication factor 3, which one node must refuse (Kafka's too): before the build,
 those calls are patched to replication factor 1 (``patch_for_one_node``), nothing else.
+``--brokers 3`` (``brokers``): every broker below is a cluster of three Samsa nodes
+(``compat.samsa_cluster``, ``test.conf``'s ``bootstrap.servers`` lists all three), the skip
+table is checked with ``Facts.brokers`` = 3, results go to ``librdkafka-cluster.json`` (or
+``librdkafka-full-cluster.json``), and the tests run from ``tests-cluster/``
+(``prepare_cluster_tests``): a copy of the built ``tests/`` whose patched sources are put back
+as the archive has them (replication factor 3), those objects and the runner rebuilt.
 Tests that shell out to Kafka's Java tools get stand-ins on ``KAFKA_PATH`` (``compat.kafka_home``:
 kafka-topics.sh and kafka-acls.sh); those that build and run Java programs of their own (0098,
 0113's Java interop case) get Kafka's client jar from Maven and a kafka-run-class.sh. The broker enforces ACLs (``AUTHORIZER``) and, like Kafka's
