@@ -43,13 +43,18 @@ bench: install
 	$(PY) -m bench
 
 # Peer clients' own test suites (kafka-python, librdkafka) against a real broker; not part of test.
-.PHONY: compat compat-full
+.PHONY: compat compat-full compat-cluster
 compat: install
 	$(PY) -m compat.run
 
 # librdkafka without quick mode (-Q) and with its socket-emulation tests; over an hour on 2 cores.
 compat-full: install
 	$(PY) -m compat.run --mode full --jobs 2
+
+# The same suites (librdkafka quick mode) against three-node KRaft clusters configured as
+# make cluster's (conf/cluster/), on ephemeral ports; results in compat/results/*-cluster.json.
+compat-cluster: install
+	$(PY) -m compat.run --brokers 3
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

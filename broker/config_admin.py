@@ -196,6 +196,18 @@ def effective_broker_properties(
     return {**static.properties, **cluster, **node}
 
 
+def _to_validate(
+    static: BrokerConfig, node: Mapping[str, str], cluster: Mapping[str, str]
+) -> dict[str, str]:
+    """What ``BrokerConfig.from_properties`` re-checks: the static keys the file or overrides
+    set, not the defaults filled in for the others (a default passed as if set trips Kafka's
+    either-or rules: ``inter.broker.listener.name`` beside a defaulted
+    ``inter.broker.security.protocol`` is "Only one of ... should be set"), the dynamic layers
+    over them."""
+    explicit = {k: v for k, v in static.properties.items() if k in static.explicit_keys}
+    return _known({**explicit, **cluster, **node})
+
+
 def _known(properties: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in properties.items()
             if key in BROKER_KEYS or is_security_key(key)}
@@ -209,8 +221,7 @@ def dynamic_log_config(static: BrokerConfig, image: MetadataImage, node_id: int)
     if not node and not cluster:
         return static.log_config
     try:
-        merged = _known(effective_broker_properties(static, node, cluster))
-        return BrokerConfig.from_properties(merged).log_config
+        return BrokerConfig.from_properties(_to_validate(static, node, cluster)).log_config
     except ConfigError as error:
         logger.error("ignoring the dynamic broker configs: %s", error)
         return static.log_config
@@ -234,7 +245,7 @@ def validate_broker_configs(
     else:
         cluster = dict(configs)
     try:
-        BrokerConfig.from_properties(_known(effective_broker_properties(static, node, cluster)))
+        BrokerConfig.from_properties(_to_validate(static, node, cluster))
     except ConfigError as error:
         raise InvalidRequestError(str(error)) from None
 

@@ -20,6 +20,11 @@ tolerate now, a missing JUnit file, a pytest exit code that its outcomes do not 
 timeout, and a broker that died or did not stop cleanly (``SuiteResult.failures``).
 ``selection``: pytest node ids under ``test/integration`` (for the harness's own tests); the
 SASL pass runs only if one of them is in its module.
+``brokers`` 3 (``--brokers 3``): the main pass runs against a cluster of three Samsa nodes with
+node ids 0-2 (``compat.samsa_cluster``); ``KAFKA_URI`` names node 0 — kafka-python's fixture
+parses one address, and its clients find the others through Metadata; results go to
+``kafka-python-cluster.json``. The SASL pass still starts one broker per test: that is its
+fixture's own design.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ from compat import skips
 from compat.fault_proxy import Fault
 from compat.kafka_home import kafka_home
 from compat.results import Outcome, SuiteResult, exit_problem, judge_skips, unmatched_entries
-from compat.samsa_broker import AUTHORIZER, ROOT, SamsaBroker
+from compat.samsa_broker import AUTHORIZER, ROOT
+from compat.samsa_cluster import start_brokers
 
 VERSION = "3.0.12"
 HERE = Path(__file__).resolve().parent
@@ -73,12 +79,13 @@ def prepare(cache: Path) -> Path:
 
 
 def run(cache: Path, results: Path, *, selection: list[str] | None = None,
-        faults: tuple[Fault, ...] = ()) -> SuiteResult:
+        faults: tuple[Fault, ...] = (), brokers: int = 1) -> SuiteResult:
     source = prepare(cache)
+    suite = "kafka-python" if brokers == 1 else "kafka-python-cluster"
     logs = results / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    broker = SamsaBroker(logs / "kafka-python-broker.log", _fixture_settings(),
-                         faults=faults).start()
+    broker = start_brokers(logs, f"{suite}-broker", _fixture_settings(brokers), brokers=brokers,
+                           faults=faults)
     started = time.monotonic()
     outcomes: list[Outcome] = []
     problems: list[str] = []
@@ -86,29 +93,30 @@ def run(cache: Path, results: Path, *, selection: list[str] | None = None,
     try:
         facts = broker.facts()
         tolerated = skips.applicable(skips.KAFKA_PYTHON, facts)
-        skips_file = results / "kafka-python-skips.json"
+        skips_file = results / f"{suite}-skips.json"
         skips_file.write_text(json.dumps(tolerated, indent=2) + "\n")
         settings = {"KAFKA_ROOT": str(kafka_home(cache)), "SAMSA_COMPAT_SKIPS": str(skips_file),
                     "KAFKA_VERSION": ".".join(map(str, facts.kafka_version))}
-        if main:
-            outcomes, problems = _pass(source, "", main, results, {
-                **settings, "KAFKA_URI": f"PLAINTEXT://{broker.bootstrap}"})
+        if main:  # its fixture takes one broker: node 0 of a cluster (the others: Metadata)
+            outcomes, problems = _pass(source, suite, main, results, {
+                **settings, "KAFKA_URI": f"PLAINTEXT://{broker.bootstrap.split(',')[0]}"})
         if not broker.alive():
             problems.append("the Samsa broker died during the run")
     finally:
         problems += exit_problem("the Samsa broker", broker.stop())
     if sasl:
-        sasl_log = logs / "kafka-python-sasl-brokers.log"
+        sasl_log = logs / f"{suite}-sasl-brokers.log"
         sasl_log.unlink(missing_ok=True)
-        found, trouble = _pass(source, "sasl", sasl, results,
+        found, trouble = _pass(source, f"{suite}-sasl", sasl, results,
                                {**settings, "SAMSA_COMPAT_BROKER_LOG": str(sasl_log)})
         outcomes, problems = outcomes + found, problems + trouble
     judge_skips(outcomes, tolerated)
     if selection is None:
         problems += unmatched_entries(skips.entries(skips.KAFKA_PYTHON), outcomes)
     notes = [f"KAFKA_VERSION={settings['KAFKA_VERSION']} (inferred from the broker's ApiVersions)",
+             f"main pass: {brokers} broker(s), KAFKA_URI the first of {broker.bootstrap}",
              f"SASL pass ({SASL_MODULE}, a Samsa broker per test): {'run' if sasl else 'not run'}"]
-    return SuiteResult("kafka-python", VERSION, time.monotonic() - started, outcomes, problems,
+    return SuiteResult(suite, VERSION, time.monotonic() - started, outcomes, problems,
                        notes)
 
 
@@ -121,10 +129,10 @@ def _split(selection: list[str] | None) -> tuple[list[str], list[str]]:
             [node for node in nodes if node.startswith(SASL_MODULE)])
 
 
-def _pass(source: Path, label: str, arguments: list[str], results: Path,
+def _pass(source: Path, name: str, arguments: list[str], results: Path,
           settings: dict[str, str]) -> tuple[list[Outcome], list[str]]:
-    """One pytest invocation: its outcomes and the problems around them."""
-    name = "-".join(["kafka-python", *([label] if label else [])])
+    """One pytest invocation (its JUnit file and log named ``name``): its outcomes and the
+    problems around them."""
     junit = results / f"{name}.junit.xml"
     code = _pytest(source, arguments, junit, results / "logs" / f"{name}-pytest.log", settings)
     return judge_pytest(f"pytest ({name})", code, junit)
@@ -147,7 +155,7 @@ def judge_pytest(what: str, code: int | None, junit: Path) -> tuple[list[Outcome
     return outcomes, [] if explained else [f"{what} exited {code}"]
 
 
-def _fixture_settings() -> dict[str, str]:
+def _fixture_settings(brokers: int = 1) -> dict[str, str]:
     """The settings of the broker kafka-python's fixtures would start (servers/*/kafka.properties).
 
     Its tests assume node id 0 (``create_partitions`` assigns replicas to broker 0) and an
@@ -157,15 +165,18 @@ def _fixture_settings() -> dict[str, str]:
     so — like any test broker for them — the minimum is lowered, and the initial rebalance delay
     is 0 (both brokers would answer INVALID_SESSION_TIMEOUT otherwise, as Samsa did). ACLs
     are enforced as on a Kafka test cluster (``AUTHORIZER``: StandardAuthorizer, everything
-    allowed where no ACL is found), for its ACL admin test.
+    allowed where no ACL is found), for its ACL admin test. A cluster (``brokers`` > 1,
+    ``compat.samsa_cluster``) sets node ids 0, 1, ... and each node's listeners itself.
     """
+    groups = {"group.min.session.timeout.ms": "1000", "group.initial.rebalance.delay.ms": "0",
+              **AUTHORIZER}
+    if brokers > 1:
+        return groups
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     listener = f"PLAINTEXT://127.0.0.1:{port}"
-    return {"node.id": "0", "listeners": listener, "advertised.listeners": listener,
-            "group.min.session.timeout.ms": "1000", "group.initial.rebalance.delay.ms": "0",
-            **AUTHORIZER}
+    return {"node.id": "0", "listeners": listener, "advertised.listeners": listener, **groups}
 
 
 def _pytest(source: Path, selection: list[str], junit: Path, log_path: Path,
@@ -182,7 +193,8 @@ def _pytest(source: Path, selection: list[str], junit: Path, log_path: Path,
     })
     command = [str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", *selection,
                "-p", "no:cacheprovider", "-p", "samsa_skips", "-q", "-rN", "--tb=short",
-               f"--timeout={PER_TEST_TIMEOUT_SECONDS}", "-o", "log_level=WARNING",
+               f"--timeout={PER_TEST_TIMEOUT_SECONDS}", "--timeout-method=signal",
+               "-o", "log_level=WARNING",
                f"--junitxml={junit}"]
     with open(log_path, "w") as log:
         try:

@@ -7,6 +7,12 @@ first if missing; a build configured without RapidJSON is reconfigured and rebui
 librdkafka's test cluster has 3 brokers and some tests (0098, 0101, 0103) create their
 topics with replication factor 3, which one node must refuse (Kafka's too): before the build,
 those calls are patched to replication factor 1 (``patch_for_one_node``), nothing else.
+``--brokers 3`` (``brokers``): every broker below is a cluster of three Samsa nodes
+(``compat.samsa_cluster``, ``test.conf``'s ``bootstrap.servers`` lists all three), the skip
+table is checked with ``Facts.brokers`` = 3, results go to ``librdkafka-cluster.json`` (or
+``librdkafka-full-cluster.json``), and the tests run from ``tests-cluster/``
+(``prepare_cluster_tests``): a copy of the built ``tests/`` whose patched sources are put back
+as the archive has them (replication factor 3), those objects and the runner rebuilt.
 Tests that shell out to Kafka's Java tools get stand-ins on ``KAFKA_PATH`` (``compat.kafka_home``:
 kafka-topics.sh and kafka-acls.sh); those that build and run Java programs of their own (0098,
 0113's Java interop case) get Kafka's client jar from Maven and a kafka-run-class.sh. The broker enforces ACLs (``AUTHORIZER``) and, like Kafka's
@@ -57,7 +63,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from compat import skips
@@ -70,6 +76,7 @@ from compat.samsa_broker import (
     ScramUser,
     create_scram_users,
 )
+from compat.samsa_cluster import SamsaCluster, start_brokers
 
 NODE_RDKAFKA_VERSION = "3.6.1"  # bundles librdkafka 2.12.0
 LIBRDKAFKA_VERSION = "2.12.0"
@@ -233,6 +240,33 @@ def patch_for_one_node(tests: Path) -> bool:
     return changed
 
 
+CLUSTER_TESTS = "tests-cluster"
+
+
+def prepare_cluster_tests(tests: Path, cache: Path) -> Path:
+    """``tests-cluster/`` next to ``tests/``: a copy of the built tests whose sources keep
+    librdkafka's replication factor 3 (the originals from the npm archive), rebuilt (only
+    those objects and the runner) for runs against a cluster of three."""
+    cluster = tests.parent / CLUSTER_TESTS
+    if (cluster / "test-runner").exists():
+        return cluster
+    shutil.rmtree(cluster, ignore_errors=True)
+    shutil.copytree(tests, cluster, symlinks=True)
+    archive = cache / f"node-rdkafka-{NODE_RDKAFKA_VERSION}" / f"node-rdkafka-{NODE_RDKAFKA_VERSION}.tgz"
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            name = member.name.rsplit("/", 1)[-1]
+            if member.name.startswith("package/deps/librdkafka/tests/0") and member.isfile():
+                original = tar.extractfile(member)
+                assert original is not None
+                text = original.read()
+                if (cluster / name).read_bytes() != text:  # patched: its object gets rebuilt
+                    (cluster / name).write_bytes(text)
+    (cluster / "test-runner").unlink(missing_ok=True)
+    _build(tests.parent, ["make", "-j2", "-C", CLUSTER_TESTS, "build"])
+    return cluster
+
+
 def _install_build_packages() -> None:
     missing = [name for name in BUILD_PACKAGES
                if subprocess.run(["dpkg", "-s", name], capture_output=True).returncode != 0]
@@ -288,7 +322,7 @@ class Target:
     """A broker some test numbers run against, and the ``test.conf`` that points them at it."""
 
     label: str
-    broker: SamsaBroker
+    broker: SamsaBroker | SamsaCluster
     bootstrap: str
     test_conf: Path
 
@@ -306,9 +340,12 @@ class Run:
 
 
 def run(cache: Path, results: Path, *, full: bool = False, only: list[str] | None = None,
-        jobs: int = 1, faults: tuple[Fault, ...] = ()) -> SuiteResult:
+        jobs: int = 1, faults: tuple[Fault, ...] = (), brokers: int = 1) -> SuiteResult:
     tests = prepare(cache)
     mode = full_mode(built_with_sockem(tests)) if full else QUICK
+    if brokers > 1:
+        tests = prepare_cluster_tests(tests, cache)
+        mode = replace(mode, suite=f"{mode.suite}-cluster")
     logs = results / "logs" / mode.suite
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
@@ -316,7 +353,7 @@ def run(cache: Path, results: Path, *, full: bool = False, only: list[str] | Non
     # run of the suite at the same time would point at its broker.
     conf_dir = Path(tempfile.mkdtemp(prefix="samsa-rdkafka-conf-"))
     targets = [_plaintext_target("broker", mode, results, conf_dir, mode.broker_settings,
-                                 faults)]
+                                 faults, brokers)]
     started = time.monotonic()
     problems: list[str] = []
     outcomes: list[Outcome] = []
@@ -331,7 +368,7 @@ def run(cache: Path, results: Path, *, full: bool = False, only: list[str] | Non
         problems += [f"{number}: no such test number in this mode" for number in only or ()
                      if number not in numbers]
         outcomes, runnable = _plan(numbers, selected, tolerated)
-        passes = _passes(runnable, targets, mode, results, conf_dir, faults)
+        passes = _passes(runnable, targets, mode, results, conf_dir, faults, brokers)
         shared = Run(tests, numbers, logs, home, mode, started + mode.budget_seconds)
         for target, chosen in passes:
             found, trouble = _run_pass(shared, target, chosen, jobs, facts.kafka_version)
@@ -347,14 +384,16 @@ def run(cache: Path, results: Path, *, full: bool = False, only: list[str] | Non
         problems += unmatched_entries(skips.entries(skips.LIBRDKAFKA), outcomes)
     notes = [f"{target.label}: {', '.join(chosen) if index else 'the others'}"
              for index, (target, chosen) in enumerate(passes)]
-    notes.append(f"mode {mode.name}: test-runner {' '.join(mode.flags)}, jobs {jobs}")
+    notes.append(f"mode {mode.name}: test-runner {' '.join(mode.flags)}, jobs {jobs}, "
+                 f"{brokers} broker(s) per pass, tests built in {tests.name}/")
     notes.append("advertised APIs: " + ", ".join(str(key) for key in sorted(facts.api_versions)))
     return SuiteResult(mode.suite, LIBRDKAFKA_VERSION, time.monotonic() - started, outcomes,
                        problems, notes)
 
 
 def _passes(runnable: list[str], targets: list[Target], mode: Mode, results: Path,
-            conf_dir: Path, faults: tuple[Fault, ...]) -> list[tuple[Target, list[str]]]:
+            conf_dir: Path, faults: tuple[Fault, ...], brokers: int
+            ) -> list[tuple[Target, list[str]]]:
     """The brokers to run against and the numbers for each (``targets`` grows)."""
     delayed = [number for number in runnable if number in NEEDS_INITIAL_REBALANCE_DELAY
                and mode.broker_settings != DELAYED_BROKER_SETTINGS]
@@ -362,29 +401,30 @@ def _passes(runnable: list[str], targets: list[Target], mode: Mode, results: Pat
     passes = [(targets[0], [n for n in runnable if n not in delayed and n not in sasl])]
     if delayed:
         targets.append(_plaintext_target("delayed-broker", mode, results, conf_dir,
-                                         DELAYED_BROKER_SETTINGS, faults))
+                                         DELAYED_BROKER_SETTINGS, faults, brokers))
         passes.append((targets[-1], delayed))
     if sasl:
-        targets.append(_sasl_target(mode, results, conf_dir))
+        targets.append(_sasl_target(mode, results, conf_dir, brokers))
         passes.append((targets[-1], sasl))
     return passes
 
 
 def _plaintext_target(label: str, mode: Mode, results: Path, conf_dir: Path,
-                      settings: Mapping[str, str], faults: tuple[Fault, ...]) -> Target:
-    broker = SamsaBroker(results / "logs" / f"{mode.suite}-{label}.log", dict(settings),
-                         faults=faults).start()
+                      settings: Mapping[str, str], faults: tuple[Fault, ...],
+                      brokers: int = 1) -> Target:
+    broker = start_brokers(results / "logs", f"{mode.suite}-{label}", settings,
+                           brokers=brokers, faults=faults)
     test_conf = conf_dir / f"test-{mode.suite}-{label}.conf"
     test_conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
     return Target(label, broker, broker.bootstrap, test_conf)
 
 
-def _sasl_target(mode: Mode, results: Path, conf_dir: Path) -> Target:
+def _sasl_target(mode: Mode, results: Path, conf_dir: Path, brokers: int = 1) -> Target:
     """The SASL broker (``SASL_BROKER_SETTINGS``), its user created, and a test.conf for it
     (no faults: the fault proxy serves one PLAINTEXT listener)."""
     label = f"sasl-{SASL_USER.mechanism.lower()}-broker"
-    broker = SamsaBroker(results / "logs" / f"{mode.suite}-{label}.log",
-                         SASL_BROKER_SETTINGS).start()
+    broker = start_brokers(results / "logs", f"{mode.suite}-{label}", SASL_BROKER_SETTINGS,
+                           brokers=brokers)
     try:
         create_scram_users(broker.address("PLAINTEXT"), [SASL_USER])
         bootstrap = broker.address("SASL_PLAINTEXT")

@@ -3,6 +3,7 @@
     .venv/bin/python -m compat.run [--suite kafka-python|librdkafka|all] [--mode quick|full]
                                    [--tests 0001,0012] [--kafka-python-tests NODE,...]
                                    [--jobs N] [--results DIR] [--fault API_KEY=ERROR_CODE]
+                                   [--brokers 1|3]
 
 Each suite gets its own broker on an ephemeral port with a temporary data dir. ``--mode``
 chooses librdkafka's quick mode (``-Q``, the default) or its full mode (results in
@@ -14,6 +15,12 @@ tolerates on this run; 1 on anything else — a failed or errored test, an untol
 crash, a missing result file, a timeout, a used-up time budget, a broker that died; 2 when a
 suite could not be set up. ``--fault 22=53`` puts ``compat.fault_proxy`` between the clients and
 the brokers, answering that API with that error: the harness's own test of a broken broker.
+
+``--brokers 3`` (``make compat-cluster``): every broker a suite would start is a cluster of three
+combined-mode Samsa nodes instead (``compat.samsa_cluster``: configured as ``make cluster``'s,
+on ephemeral ports, each node's log in ``<results>/logs/``); the suites get a bootstrap list of
+all three (kafka-python's fixture takes one address: node 0's), the skip table is checked with
+``Facts.brokers`` = 3, and results go to ``<suite>-cluster.json``. Not with ``--fault``.
 """
 
 from __future__ import annotations
@@ -45,17 +52,23 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fault", action="append", default=[], type=Fault.parse,
                         metavar="API_KEY=ERROR_CODE",
                         help="answer this API with this error (the harness's own tests)")
-    return parser.parse_args(argv)
+    parser.add_argument("--brokers", type=int, choices=[1, 3], default=1,
+                        help="Samsa nodes per broker the suites run against (3: a KRaft cluster)")
+    arguments = parser.parse_args(argv)
+    if arguments.brokers > 1 and arguments.fault:
+        parser.error("--fault needs --brokers 1: the fault proxy fronts one broker")
+    return arguments
 
 
 def _run_suite(suite: str, args: argparse.Namespace) -> SuiteResult:
     faults = tuple(args.fault)
     if suite == "kafka-python":
         selection = args.kafka_python_tests.split(",") if args.kafka_python_tests else None
-        return kafka_python_suite.run(CACHE, args.results, selection=selection, faults=faults)
+        return kafka_python_suite.run(CACHE, args.results, selection=selection, faults=faults,
+                                      brokers=args.brokers)
     only = args.tests.split(",") if args.tests else None
     return librdkafka_suite.run(CACHE, args.results, full=args.mode == "full", only=only,
-                                jobs=args.jobs, faults=faults)
+                                jobs=args.jobs, faults=faults, brokers=args.brokers)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -154,7 +154,7 @@ class SamsaBroker:
         """``{api_key: (min_version, max_version)}`` as the broker advertises them."""
         client_id = b"samsa-compat"
         header = struct.pack(">hhih", API_VERSIONS_KEY, 0, 1, len(client_id)) + client_id
-        body = self._exchange(struct.pack(">i", len(header)) + header)
+        body = self.exchange(struct.pack(">i", len(header)) + header)
         _correlation_id, error_code, count = struct.unpack_from(">ihi", body, 0)
         if error_code != 0:
             raise RuntimeError(f"ApiVersions failed with error code {error_code}")
@@ -175,7 +175,7 @@ class SamsaBroker:
         request = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[TopicProduceData(
             "samsa-compat-probe", [PartitionProduceData(0, b"")])])
         try:
-            body = self._exchange(encode_request(
+            body = self.exchange(encode_request(
                 RequestHeader(PRODUCE_KEY, version, 1, "samsa-compat"), request))
         except ConnectionError:
             return False
@@ -183,7 +183,7 @@ class SamsaBroker:
         return all(partition.error_code != UNSUPPORTED_VERSION
                    for topic in response.responses for partition in topic.partition_responses)
 
-    def _exchange(self, frame: bytes) -> bytes:
+    def exchange(self, frame: bytes) -> bytes:
         """One request frame to the broker itself (not through a fault proxy) and the body of
         its response frame."""
         with socket.create_connection(self._upstream, timeout=10) as connection:

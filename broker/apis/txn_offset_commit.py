@@ -9,7 +9,9 @@ Checks, in Kafka's order (``GroupCoordinatorService.commitTransactionalOffsets``
 ``OffsetMetadataManager.commitTransactionalOffset``): an empty group id → INVALID_GROUP_ID;
 the transaction must hold the group's offsets partition (AddOffsetsToTxn first): else
 INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH (fenced), CONCURRENT_TRANSACTIONS, or
-TRANSACTION_ABORTABLE (below v4: INVALID_TXN_STATE); a loading partition →
+TRANSACTION_ABORTABLE (below v4: INVALID_TXN_STATE) — checked only where this node's
+transaction coordinator owns the transactional id (in a cluster another broker may: no remote
+verification yet, as for Produce); a loading partition →
 COORDINATOR_LOAD_IN_PROGRESS (below v2: COORDINATOR_NOT_AVAILABLE); the group: none and
 generation -1 creates a simple group, none otherwise → ILLEGAL_GENERATION; an existing group
 validates member and generation, except that a commit without member id, generation and
@@ -93,8 +95,14 @@ def handle(context: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffse
 def _verify_transaction(context: RequestContext, request: TxnOffsetCommitRequest) -> ErrorCode | None:
     """The group's offsets partition must be in the producer's open transaction."""
     broker = context.broker
+    coordinator = broker.transactions.coordinator
+    if coordinator.ownership_error(request.transactional_id) is ErrorCode.NOT_COORDINATOR:
+        # A cluster: another broker coordinates the transactional id. Kafka asks it
+        # (AddPartitionsToTxn verify_only); not built yet, so the commit goes on unverified,
+        # as a transactional Produce does (broker.apis.produce).
+        return None
     partition = (OFFSETS_TOPIC, broker.offset_store.partition_for(request.group_id))
-    verified = broker.transactions.coordinator.verify_partitions(
+    verified = coordinator.verify_partitions(
         request.transactional_id, request.producer_id, request.producer_epoch, [partition]
     )[partition]
     if verified is ErrorCode.NONE:

@@ -51,7 +51,6 @@ from broker.group.group_records import (
 )
 from broker.group.transactional_offsets import PendingTransactionalOffsets
 from protocol.errors import (
-    CoordinatorNotAvailableError,
     ErrorCode,
     KafkaError,
     NotLeaderOrFollowerError,
@@ -265,12 +264,9 @@ class OffsetStore:
 
     def _partition(self, index: int) -> Partition:
         self.ensure_topic()
-        partition = self.replica_manager.partition(OFFSETS_TOPIC, index)
-        if partition is None and (OFFSETS_TOPIC, index) in self.replica_manager.creating:
-            # the topic is committed, its log is still being created on the storage worker
-            raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC}-{index} is being created")
-        if partition is None:
-            raise KafkaError(f"{OFFSETS_TOPIC}-{index} is not hosted here")
+        # Hosted, or NOT_LEADER_OR_FOLLOWER while its log is still being created after the
+        # election (NOT_COORDINATOR to the client, which retries), as Kafka's append does.
+        partition = self.replica_manager.partition_or_error(OFFSETS_TOPIC, index)
         if partition.leader_id != self.replica_manager.node_id:  # it moved: NOT_COORDINATOR
             raise NotLeaderOrFollowerError(f"{OFFSETS_TOPIC}-{index} is led by {partition.leader_id}")
         return partition

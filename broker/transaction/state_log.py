@@ -48,7 +48,7 @@ from broker.transaction.metadata import (
     TransactionState,
     TxnTransit,
 )
-from protocol.errors import CoordinatorNotAvailableError, KafkaError, NotLeaderOrFollowerError
+from protocol.errors import KafkaError, NotLeaderOrFollowerError
 from protocol.messages.transaction_coordinator.transaction_log_key import TransactionLogKey
 from protocol.messages.transaction_coordinator.transaction_log_value import (
     PartitionsSchema,
@@ -196,12 +196,9 @@ class TransactionStateLog:
 
     def _partition(self, index: int) -> Partition:
         self.ensure_topic()
-        partition = self.replica_manager.partition(TRANSACTION_STATE_TOPIC, index)
-        if partition is None and (TRANSACTION_STATE_TOPIC, index) in self.replica_manager.creating:
-            # the topic is committed, its log is still being created on the storage worker
-            raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE_TOPIC}-{index} is being created")
-        if partition is None:
-            raise KafkaError(f"{TRANSACTION_STATE_TOPIC}-{index} is not hosted here")
+        # Hosted, or NOT_LEADER_OR_FOLLOWER while its log is still being created after the
+        # election (NOT_COORDINATOR to the client, which retries), as Kafka's append does.
+        partition = self.replica_manager.partition_or_error(TRANSACTION_STATE_TOPIC, index)
         if partition.leader_id != self.replica_manager.node_id:  # it moved: NOT_COORDINATOR
             raise NotLeaderOrFollowerError(
                 f"{TRANSACTION_STATE_TOPIC}-{index} is led by {partition.leader_id}")

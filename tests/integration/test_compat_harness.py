@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from compat import skips
+from compat.librdkafka_suite import BROKER_SETTINGS
 from compat.samsa_broker import SamsaBroker
+from compat.samsa_cluster import SamsaCluster
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +42,23 @@ def test_the_facts_the_skip_table_is_checked_against_come_from_the_running_broke
     assert facts.kafka_version >= (4, 0)
     assert not facts.message_format_v1  # Produce v2 is answered UNSUPPORTED_VERSION
     assert "SSL" not in facts.security_protocols and facts.quick_mode
+
+
+@pytest.mark.cluster
+def test_a_three_node_cluster_is_formed_and_its_facts_say_followers_hold_no_data(
+        tmp_path: Path) -> None:
+    """``--brokers 3``'s cluster (≈ 20 s: three nodes, then the replication probe's 10 s)."""
+    cluster = SamsaCluster(tmp_path, "cluster", dict(BROKER_SETTINGS)).start()
+    try:
+        assert len(cluster.bootstrap.split(",")) == 3
+        facts = cluster.facts(quick_mode=True)
+    finally:
+        assert cluster.stop() == 0
+    assert facts.brokers == 3 and not facts.replicates_data  # until the data plane lands
+    assert sorted(path.name for path in tmp_path.glob("cluster-node-*.log")) == [
+        "cluster-node-0.log", "cluster-node-1.log", "cluster-node-2.log"]
+    reason = skips.applicable(skips.LIBRDKAFKA, facts)["0101_fetch_from_follower"]
+    assert "replicated to the followers" in reason and "needs 3 brokers" not in reason
 
 
 def harness(results: Path, *arguments: str) -> subprocess.CompletedProcess[str]:

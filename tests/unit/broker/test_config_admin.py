@@ -128,3 +128,22 @@ def test_broker_changes_kafka_accepts() -> None:
     static = BrokerConfig.from_properties({})
     validate_broker_configs(static, _image(), NODE, "", {"log.retention.ms": "1000",
                                                         "custom.key": "anything"})
+
+
+KRAFT_NODE = {"log.dirs": "/nonexistent", "process.roles": "broker,controller", "node.id": "1",
+              "controller.quorum.voters": "1@127.0.0.1:9093",
+              "controller.listener.names": "CONTROLLER",
+              "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+              "inter.broker.listener.name": "PLAINTEXT"}
+
+
+def test_a_node_that_sets_inter_broker_listener_name_accepts_dynamic_configs() -> None:
+    """make cluster's nodes set inter.broker.listener.name; the defaulted
+    inter.broker.security.protocol is not "set" too (librdkafka's 0081_admin AlterConfigs of a
+    BROKER resource was refused: "Only one of inter.broker.listener.name and
+    inter.broker.security.protocol should be set"), and dynamic topic defaults apply."""
+    static = BrokerConfig.from_properties(KRAFT_NODE)
+    validate_broker_configs(static, _image(), NODE, "1",
+                            {"sasl.kerberos.min.time.before.relogin": "58000"})
+    image = _image(node={"log.retention.ms": "5000"})
+    assert dynamic_log_config(static, image, NODE).retention_ms == 5000

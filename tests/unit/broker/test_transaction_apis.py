@@ -250,6 +250,21 @@ def test_transactional_offsets_are_visible_once_committed(broker: Broker, produc
     assert log is not None and log.last_stable_offset == log.high_watermark
 
 
+def test_offsets_of_a_transaction_coordinated_by_another_broker_are_not_verified(
+        broker: Broker, producer: tuple[int, int]) -> None:
+    """A cluster where the group's coordinator is not the transactional id's: without remote
+    verification (AddPartitionsToTxn verify_only) the commit goes on, as a transactional
+    Produce does; it used to answer NOT_COORDINATOR for ever (kafka-python's
+    test_transactional_producer_offsets hung against three nodes)."""
+    pid, epoch = producer
+    broker.transactions.coordinator.partitions.owns_all = False  # "tx" is coordinated elsewhere
+    response = txn_offset_commit.handle(context(broker, 28, 3), TxnOffsetCommitRequest(
+        transactional_id="tx", group_id="g", producer_id=pid, producer_epoch=epoch,
+        topics=[TxnOffsetCommitRequestTopic(name="t", partitions=[
+            TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]))
+    assert response.topics[0].partitions[0].error_code == ErrorCode.NONE
+
+
 def test_a_new_instance_fences_the_old_one_and_aborts_its_transaction(
     broker: Broker, producer: tuple[int, int]
 ) -> None:

@@ -10,11 +10,13 @@ import pytest
 from compat import skips
 from compat.samsa_broker import gather_facts
 from compat.skips import (
+    AssumesOneBroker,
     Facts,
     NeedsApi,
     NeedsBrokers,
     NeedsJavaTools,
     NeedsKafkaVersion,
+    NeedsReplicatedData,
     NeedsSecurity,
     OlderKafkaOnly,
     QuickMode,
@@ -37,6 +39,9 @@ FACTS = Facts(api_versions={0: (3, 11), 18: (0, 4)}, kafka_version=(4, 0),
     (NeedsSecurity("SASL mechanism", "OAUTHBEARER"), FACTS,
      replace(FACTS, sasl_mechanisms=frozenset({"OAUTHBEARER"}))),
     (NeedsBrokers(3, "racks"), FACTS, replace(FACTS, brokers=3)),
+    (AssumesOneBroker("one poll"), replace(FACTS, brokers=3), FACTS),
+    (NeedsReplicatedData("follower fetching"), replace(FACTS, brokers=3),
+     replace(FACTS, brokers=3, replicates_data=True)),
     (NeedsJavaTools("a Java producer"), FACTS, replace(FACTS, java_tools=True)),
     (QuickMode(), replace(FACTS, quick_mode=True), FACTS),
     (NeedsKafkaVersion((4, 1), "v1"), FACTS, replace(FACTS, kafka_version=(4, 1))),
@@ -60,16 +65,44 @@ def test_a_needs_api_skip_is_dropped_once_the_api_is_advertised() -> None:
     assert skips.entries(skips.KAFKA_PYTHON, table) == ["admin::test_reassign"]
 
 
-def test_the_table_names_each_test_once_for_a_known_suite() -> None:
-    keys = [(entry.suite, entry.test) for entry in skips.TOLERATED_SKIPS]
+def test_the_table_names_each_need_of_a_test_once_for_a_known_suite() -> None:
+    keys = [(entry.suite, entry.test, type(entry.reason)) for entry in skips.TOLERATED_SKIPS]
     assert len(keys) == len(set(keys))
-    assert {suite for suite, _ in keys} == {skips.KAFKA_PYTHON, skips.LIBRDKAFKA}
+    assert {suite for suite, _, _ in keys} == {skips.KAFKA_PYTHON, skips.LIBRDKAFKA}
+    assert skips.entries(skips.LIBRDKAFKA).count("0101_fetch_from_follower") == 1
 
 
-def test_partition_reassignment_is_skipped_for_its_missing_apis_not_for_brokers() -> None:
-    reasons = {entry.test: entry.reason for entry in skips.TOLERATED_SKIPS}
-    assert reasons["test_admin_integration::test_alter_partition_reassignments"] == NeedsApi(45)
-    assert reasons["test_admin_integration::test_list_partition_reassignments"] == NeedsApi(46)
+def test_a_test_with_several_needs_is_skipped_for_those_that_hold_now() -> None:
+    def reason(facts: Facts) -> str | None:
+        return skips.applicable(skips.LIBRDKAFKA, facts).get("0101_fetch_from_follower")
+
+    one_node = reason(FACTS)
+    assert one_node is not None and "needs 3 brokers" in one_node
+    assert "replicated to the followers" in one_node
+    cluster = reason(replace(FACTS, brokers=3))
+    assert cluster == NeedsReplicatedData("rack-aware fetching from a follower, KIP-392"
+                                          ).describe()
+    assert reason(replace(FACTS, brokers=3, replicates_data=True)) is None
+
+
+def test_a_cluster_changes_only_the_entries_about_brokers() -> None:
+    one_node = {suite: skips.applicable(suite, FACTS)
+                for suite in (skips.KAFKA_PYTHON, skips.LIBRDKAFKA)}
+    cluster = {suite: skips.applicable(suite, replace(FACTS, brokers=3))
+               for suite in (skips.KAFKA_PYTHON, skips.LIBRDKAFKA)}
+    changed = {test for suite in one_node for test in one_node[suite].keys() | cluster[suite].keys()
+               if one_node[suite].get(test) != cluster[suite].get(test)}
+    assert changed == {"0101_fetch_from_follower", "test_admin_integration::test_delete_records",
+                       "test_admin_integration::test_alter_replica_log_dirs"}
+    assert "test_admin_integration::test_delete_records" not in one_node[skips.KAFKA_PYTHON]
+
+
+def test_partition_reassignment_is_no_longer_skipped() -> None:
+    """The controller serves AlterPartitionReassignments / ListPartitionReassignments (44655fc
+    dropped their entries): kafka-python's two reassignment tests run."""
+    names = skips.entries(skips.KAFKA_PYTHON)
+    assert "test_admin_integration::test_alter_partition_reassignments" not in names
+    assert "test_admin_integration::test_list_partition_reassignments" not in names
 
 
 def test_the_facts_come_from_the_brokers_own_config_validation() -> None:
