@@ -50,7 +50,12 @@ from broker.group.group_records import (
     group_metadata_value,
 )
 from broker.group.transactional_offsets import PendingTransactionalOffsets
-from protocol.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
+from protocol.errors import (
+    CoordinatorNotAvailableError,
+    ErrorCode,
+    KafkaError,
+    NotLeaderOrFollowerError,
+)
 from protocol.messages.group_coordinator.offset_commit_key import OffsetCommitKey
 from protocol.messages.group_coordinator.offset_commit_value import OffsetCommitValue
 from protocol.records import (
@@ -261,6 +266,9 @@ class OffsetStore:
     def _partition(self, index: int) -> Partition:
         self.ensure_topic()
         partition = self.replica_manager.partition(OFFSETS_TOPIC, index)
+        if partition is None and (OFFSETS_TOPIC, index) in self.replica_manager.creating:
+            # committed, its log still being created on the storage worker: retriable
+            raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC}-{index} is being created")
         if partition is None:
             raise KafkaError(f"{OFFSETS_TOPIC}-{index} is not hosted here")
         if partition.leader_id != self.replica_manager.node_id:  # it moved: NOT_COORDINATOR

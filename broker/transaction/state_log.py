@@ -48,7 +48,7 @@ from broker.transaction.metadata import (
     TransactionState,
     TxnTransit,
 )
-from protocol.errors import KafkaError, NotLeaderOrFollowerError
+from protocol.errors import CoordinatorNotAvailableError, KafkaError, NotLeaderOrFollowerError
 from protocol.messages.transaction_coordinator.transaction_log_key import TransactionLogKey
 from protocol.messages.transaction_coordinator.transaction_log_value import (
     PartitionsSchema,
@@ -188,6 +188,9 @@ class TransactionStateLog:
     def _partition(self, index: int) -> Partition:
         self.ensure_topic()
         partition = self.replica_manager.partition(TRANSACTION_STATE_TOPIC, index)
+        if partition is None and (TRANSACTION_STATE_TOPIC, index) in self.replica_manager.creating:
+            # committed, its log still being created on the storage worker: retriable
+            raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE_TOPIC}-{index} is being created")
         if partition is None:
             raise KafkaError(f"{TRANSACTION_STATE_TOPIC}-{index} is not hosted here")
         if partition.leader_id != self.replica_manager.node_id:  # it moved: NOT_COORDINATOR

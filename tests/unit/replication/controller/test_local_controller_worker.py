@@ -1,7 +1,8 @@
 """The local controller once it has a storage worker (``use_executor``, as the daemon sets it):
-operations are planned, written and staged on the worker one at a time and committed on the
-loop, so proposals come back pending and resolve in order, each plan seeing the ones before it;
-the result on disk is the same image as the synchronous path's."""
+large operations (here: every one, ``inline_records_max=0``) are planned, written and staged on
+the worker one at a time and committed on the loop, so proposals come back pending and resolve
+in order, each plan seeing the ones before it; the result on disk is the same image as the
+synchronous path's. Small operations with nothing queued are still committed inline."""
 
 from __future__ import annotations
 
@@ -21,14 +22,15 @@ from tests.unit.replication.controller.node import Node
 T = TypeVar("T")
 
 
-def on_worker(tmp_path: Path, scenario: Callable[[Node], Awaitable[T]]) -> T:
+def on_worker(tmp_path: Path, scenario: Callable[[Node], Awaitable[T]],
+              *, inline_records_max: int = 0) -> T:
     """Run ``scenario`` on a started node whose controller and replica manager use a worker."""
     node = Node.start(tmp_path, ManualClock(1000))
 
     async def run() -> T:
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(1) as executor:
-            node.controller.use_executor(executor, loop)
+            node.controller.use_executor(executor, loop, inline_records_max=inline_records_max)
             node.replica_manager.use_executor(executor, loop)
             try:
                 return await scenario(node)
@@ -97,3 +99,19 @@ def test_drain_waits_for_every_queued_operation(tmp_path: Path) -> None:
         return [proposal.done() and proposal.exception() is None for proposal in proposals]
 
     assert on_worker(tmp_path, scenario) == [True] * 6
+
+
+def test_a_small_operation_is_committed_inline_unless_another_is_queued(tmp_path: Path) -> None:
+    async def scenario(node: Node) -> None:
+        small = node.controller.create_topics([NewTopic("small", num_partitions=2)])[0]
+        assert small.done() and "small" in node.controller.image.topics_by_name
+        large, after = node.controller.create_topics([NewTopic("large", num_partitions=5),
+                                                      NewTopic("after", num_partitions=1)])
+        assert not large.done() and not after.done()  # queued behind the large one
+        await after
+        assert large.done() and list(node.controller.image.topics_by_name) == [
+            "small", "large", "after"]
+        empty = node.controller.propose([])  # small: planned and refused inline
+        assert empty.done() and empty.exception() is not None
+
+    on_worker(tmp_path, scenario, inline_records_max=4)
