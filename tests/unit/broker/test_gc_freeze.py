@@ -51,8 +51,9 @@ def test_a_deleted_partition_is_freed_without_the_cyclic_collector(
         partition = node.replica_manager.partitions[("t", 1)]
         partition.log.append_as_leader(_batch(), leader_epoch=0)
         partition.log.read(0, 1 << 20)
-        hosted = [weakref.ref(partition), weakref.ref(partition.log),
-                  weakref.ref(partition.log.active_segment)]
+        hosted: list[weakref.ref[object]] = [
+            weakref.ref(partition), weakref.ref(partition.log),
+            weakref.ref(partition.log.active_segment)]
         del partition
         gc.collect()
         gc.disable()
