@@ -104,6 +104,10 @@ class DiskWork:
             return None
         return _all(waiting)
 
+    def pending_on(self, topic: str) -> bool:
+        """Whether a job naming ``topic`` is not settled yet."""
+        return topic in self._pending
+
     def pending(self) -> bool:
         return bool(self._unsettled)
 

@@ -23,9 +23,10 @@ def test_a_cancelled_waiter_leaves_the_job_and_later_waiters_alone() -> None:
             await asyncio.sleep(0)
             waiter.cancel()  # the request waiting on it is dropped
             later = work.settled(["t"])
-            assert later is not None
+            assert later is not None and work.pending_on("t") and not work.pending_on("u")
             release.set()
             await later
+            assert not work.pending_on("t")
             work.submit([("t", 0)], lambda: None, lambda _: done.append("second"))
             await work.drain()
             assert work.settled(["t"]) is None
