@@ -25,6 +25,7 @@ from broker.loop import run as run_loop
 from broker.metrics import start_metrics
 from broker.scheduler import Scheduler
 from broker.server import Server
+from replication.controller.local import LocalController
 from storage.clock import SYSTEM_CLOCK
 
 __all__ = ["run", "serve"]
@@ -47,6 +48,8 @@ async def serve(
     broker.storage_executor = scheduler.storage_executor
     # From here on, partition logs are created and deleted on the storage worker (issue 18).
     broker.replica_manager.use_executor(scheduler.storage_executor, loop)
+    if isinstance(broker.controller, LocalController):  # metadata writes too (one node)
+        broker.controller.use_executor(scheduler.storage_executor, loop)
     server = Server(broker)
     metrics = start_metrics(broker, server, loop)  # None when metrics.port is 0
     bound = await server.start()
@@ -68,6 +71,8 @@ async def serve(
         await server.stop()
         await broker.offsets_loader.stop()
         await broker.transactions.stop()
+        if isinstance(broker.controller, LocalController):
+            await broker.controller.drain()  # metadata writes under way
         await broker.replica_manager.drain()  # logs being created or deleted
         if metrics is not None:
             await loop.run_in_executor(None, metrics.stop)

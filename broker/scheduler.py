@@ -22,6 +22,9 @@
                                                              storage worker)
     metadata-clean     log.retention.check.interval.ms      metadata.max.retention.* (snapshots,
                                                              metadata log start offset)
+    gc-freeze    1 s (no Kafka key)                         freeze the long-lived objects once the
+                                                             hosted partitions grew (on the loop;
+                                                             ``broker.gc_freeze``; also at start)
 
 Metadata snapshots are also started right after an append that makes one due
 (``MetadataLog.on_snapshot_due``): the loop takes a copy of the image (15–35 ms for 10,000
@@ -43,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from broker.broker import Broker
+from broker.gc_freeze import LongLivedFreezer
 from broker.group.offsets import expire_offsets
 from replication.metadata.log import MetadataLog
 from storage.config import LONG_MAX
@@ -53,6 +57,7 @@ logger = logging.getLogger("samsa.broker.scheduler")
 
 PURGE_INTERVAL_MAX_MS = 10_000
 METADATA_SNAPSHOT_CHECK_MAX_MS = 60_000
+GC_FREEZE_CHECK_MS = 1000
 NEVER_MS = LONG_MAX // 2  # intervals at or above this are Kafka's "never"
 
 
@@ -62,6 +67,7 @@ class Scheduler:
         self.storage_executor = ThreadPoolExecutor(1, thread_name_prefix="samsa-storage")
         self.cleaner_executor = ThreadPoolExecutor(1, thread_name_prefix="samsa-cleaner")
         self._tasks: list[asyncio.Task[None]] = []
+        self.gc_freezer = LongLivedFreezer(lambda: len(broker.replica_manager.partitions))
 
     def start(self) -> None:
         config = self.broker.config
@@ -89,6 +95,8 @@ class Scheduler:
                     transactions.config.transaction_remove_expired_transaction_cleanup_interval_ms,
                     transactions.expire_transactional_ids, on_loop=True)
         self._start_metadata_snapshots()
+        self.gc_freezer.freeze()  # what start-up loaded lives as long as the broker
+        self._every("gc-freeze", GC_FREEZE_CHECK_MS, self.gc_freezer.tick, on_loop=True)
 
     def _start_metadata_snapshots(self) -> None:
         metadata_log = self.broker.replica_manager.metadata_log

@@ -88,7 +88,7 @@ class DiskWork:
         except Exception:
             logger.exception("completing disk work on %d partition(s) failed", len(keys))
         finally:
-            settled.set_result(None)
+            settled.set_result(None)  # never cancelled: waiters wait on it without owning it
             self._unsettled.discard(settled)
             for topic in topics:
                 waiting = self._pending.get(topic)
@@ -104,14 +104,20 @@ class DiskWork:
             return None
         return _all(waiting)
 
+    def pending_on(self, topic: str) -> bool:
+        """Whether a job naming ``topic`` is not settled yet."""
+        return topic in self._pending
+
     def pending(self) -> bool:
         return bool(self._unsettled)
 
     async def drain(self) -> None:
         """Wait until every job is settled, those its completions submit too (a clean stop)."""
         while self._unsettled:
-            await asyncio.gather(*self._unsettled)
+            await _all(set(self._unsettled))
 
 
 async def _all(jobs: Collection[asyncio.Future[None]]) -> None:
-    await asyncio.gather(*jobs)
+    """Wait for ``jobs``; a waiter cancelled meanwhile (its client went away) leaves them
+    alone (``asyncio.gather`` would cancel them, and their completion would then fail)."""
+    await asyncio.wait(jobs)

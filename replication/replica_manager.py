@@ -139,6 +139,10 @@ class ReplicaManager:
         (None: none is under way)."""
         return None if self.disk_work is None else self.disk_work.settled(topics)
 
+    def disk_work_pending(self, topic: str) -> bool:
+        """Whether logs of ``topic`` are being created or deleted on the storage worker."""
+        return self.disk_work is not None and self.disk_work.pending_on(topic)
+
     async def drain(self) -> None:
         """A clean stop: wait for the disk work under way."""
         if self.disk_work is not None:

@@ -9,8 +9,14 @@ v0 is served as Kafka 4 serves it: librdkafka before 2.11 (Debian's kcat 1.7.1 h
 finds group coordinators only if the broker lists FindCoordinator v0.
 
 A single node (no ``process.roles``) leads every internal partition: the answer is this node at
-the advertised endpoint of the client's listener, before the topics exist (they are created by
-the first write).
+the advertised endpoint of the client's listener. As Kafka does, the internal topic is created
+here if it is missing (through the controller; ``offsets.topic.num.partitions`` /
+``transaction.state.log.num.partitions``), and, unlike Kafka (which answers
+COORDINATOR_NOT_AVAILABLE meanwhile), the answer waits until its partitions' logs exist (they
+are created on the storage worker, issue 18), so a client's first OffsetCommit, JoinGroup or
+InitProducerId after it finds the partition hosted. A creation that is refused or still queued
+is logged and the answer given at once; the first write then answers COORDINATOR_NOT_AVAILABLE
+(retriable).
 
 A cluster, as Kafka's ``KafkaApis.getCoordinator``: the internal topic missing from this node's
 metadata image → its creation is asked of the active controller (Kafka's
@@ -30,10 +36,12 @@ GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 from broker.apis import ApiSpec, RequestContext, register
 from broker.auth import authorize
 from broker.auth.acl import AclOperation, ResourceType
+from broker.commits import when_committed
 from broker.config import endpoint_for
 from broker.group.offsets import OFFSETS_TOPIC
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
@@ -55,16 +63,49 @@ BATCHED_VERSION = 4
 NO_LEADER = -1
 
 
-def handle(context: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+def handle(
+    context: RequestContext, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
     if context.api_version < BATCHED_VERSION:
         found = _coordinator(context, request.key, request.key_type)
-        return FindCoordinatorResponse(
+        response = FindCoordinatorResponse(
             error_code=found.error_code, error_message=found.error_message,
             node_id=found.node_id, host=found.host, port=found.port,
         )
-    return FindCoordinatorResponse(coordinators=[
-        _coordinator(context, key, request.key_type) for key in request.coordinator_keys
-    ])
+        coordinators = [found]
+    else:
+        coordinators = [_coordinator(context, key, request.key_type)
+                        for key in request.coordinator_keys]
+        response = FindCoordinatorResponse(coordinators=coordinators)
+    broker = context.broker
+    if getattr(broker, "quorum", None) is not None or not any(
+            found.error_code == 0 for found in coordinators):
+        return response
+    topic = _create_internal_topic(context, request.key_type)
+    if topic is None:
+        return response
+    return when_committed((), lambda: response,
+                          settled=lambda: broker.replica_manager.settled([topic]))
+
+
+def _create_internal_topic(context: RequestContext, key_type: int) -> str | None:
+    """A single node: create the key type's internal topic unless it exists; its name (None:
+    a test double without coordinators)."""
+    broker = context.broker
+    if key_type == GROUP_KEY_TYPE:
+        store = getattr(broker, "offset_store", None)
+        topic, create = OFFSETS_TOPIC, None if store is None else store.ensure_topic
+    else:
+        transactions = getattr(broker, "transactions", None)
+        topic = TRANSACTION_STATE_TOPIC
+        create = None if transactions is None else transactions.state_log.ensure_topic
+    if create is None:
+        return None
+    try:
+        create()
+    except KafkaError as error:
+        logger.info("creating %s: %s", topic, error)
+    return topic
 
 
 def _coordinator(context: RequestContext, key: str, key_type: int) -> Coordinator:

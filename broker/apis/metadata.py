@@ -120,12 +120,12 @@ def _topic(
             return _error(None, topic_id, UnknownTopicIdError())
         if not authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
             return _error(None, topic_id, TopicAuthorizationFailedError())
-        return _describe(topic)
+        return _describe_hosted(context, topic)
     if not authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
         return _error(name, ZERO_UUID, TopicAuthorizationFailedError())
     topic = manager.topic_by_name(name)
     if topic is not None:
-        return _describe(topic)
+        return _describe_hosted(context, topic)
     if name == METADATA_TOPIC or is_internal(name):
         # Internal topics are created by their coordinators, never by a Metadata request.
         return _error(name, ZERO_UUID, UnknownTopicOrPartitionError())
@@ -150,7 +150,18 @@ def _auto_create(context: RequestContext, name: str) -> MetadataResponseTopic:
         return _error(name, ZERO_UUID, error)
     created = context.broker.controller.image.topics_by_name.get(name)
     assert created is not None
-    return _describe(created)
+    return _describe_hosted(context, created)
+
+
+def _describe_hosted(context: RequestContext, topic: TopicImage) -> MetadataResponseTopic:
+    """A single node whose logs of ``topic`` are still being created on the storage worker
+    (issue 18) answers LEADER_NOT_AVAILABLE (retriable), as while its creation is not
+    committed: a producer told the leader now would send to a partition that answers
+    NOT_LEADER_OR_FOLLOWER, and with acks=0 its records would be lost."""
+    if getattr(context.broker, "quorum", None) is None and (
+            context.broker.replica_manager.disk_work_pending(topic.name)):
+        return _error(topic.name, topic.topic_id, LeaderNotAvailableError())
+    return _describe(topic)
 
 
 def _describe(topic: TopicImage) -> MetadataResponseTopic:

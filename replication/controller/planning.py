@@ -78,9 +78,13 @@ class PlanningController:
     def image(self) -> MetadataImage:
         raise NotImplementedError
 
-    def _plan_and_propose(self, plan: Plan[T], *, validate_only: bool = False) -> Proposal[T]:
+    def _plan_and_propose(
+        self, plan: Plan[T], *, validate_only: bool = False, records_hint: int | None = None,
+    ) -> Proposal[T]:
         """Run ``plan`` and commit its records (unless validating or refused); the proposal
-        resolves with the plan's value once they are committed and applied to the image."""
+        resolves with the plan's value once they are committed and applied to the image.
+        ``records_hint``: about how many records the plan will write, when the request says
+        (partitions to create), so a large operation is planned off the loop."""
         raise NotImplementedError
 
     # -- topics -------------------------------------------------------------------------------
@@ -102,7 +106,9 @@ class PlanningController:
             )
             return planned, planned.records
 
-        proposal = self._plan_and_propose(plan, validate_only=validate_only)
+        count = topic.num_partitions if topic.num_partitions > 0 else self.default_num_partitions
+        proposal = self._plan_and_propose(plan, validate_only=validate_only,
+                                          records_hint=max(count, len(topic.assignments)))
         if not validate_only:
             proposal.add_done_callback(lambda planned: logger.info(
                 "created topic %s (%s) with %d partition(s)", topic.name, planned.topic_id,
@@ -131,7 +137,8 @@ class PlanningController:
                                                 node_id=self.node_id)
             return None, records
 
-        proposal = self._plan_and_propose(plan, validate_only=validate_only)
+        proposal = self._plan_and_propose(plan, validate_only=validate_only,
+                                          records_hint=request.count)
         if not validate_only:
             proposal.add_done_callback(lambda _: logger.info(
                 "topic %s now has %d partition(s)", request.name, request.count))

@@ -179,7 +179,9 @@ class QuorumController(PlanningController):
 
     # -- proposing ----------------------------------------------------------------------------
 
-    def _plan_and_propose(self, plan: Plan[T], *, validate_only: bool = False) -> Proposal[T]:
+    def _plan_and_propose(
+        self, plan: Plan[T], *, validate_only: bool = False, records_hint: int | None = None,
+    ) -> Proposal[T]:
         proposal: Proposal[T] = Proposal()
         if self._leading_epoch is None:
             proposal.fail(NotControllerError())

@@ -18,7 +18,10 @@ snapshot the log must still start at offset 0, else start-up fails (``MetadataLo
 giving a wrong image.
 
 Commits (``apply_committed``, the Raft listener's ``on_high_watermark``): each new committed batch
-is applied and its ``MetadataDelta`` published to each listener with the image. A snapshot
+is applied and its ``MetadataDelta`` published to each listener with the image. A batch this node
+wrote itself and staged (``apply_appended``, the single-node controller: ``AppendedBatch`` +
+``replication.metadata.staging``) is applied from the records it already holds, not read back
+and decoded; it must be the next batch (``end_offset`` is its base offset). A snapshot
 installed from the leader (``install_snapshot``) replaces the image and publishes it whole.
 
 Snapshots (Kafka's ``SnapshotGenerator``): one is due when ``max_record_bytes_between_snapshots``
@@ -52,11 +55,18 @@ from replication.metadata.snapshot import (
     read_snapshot,
     snapshot_file_name,
 )
+from replication.metadata.staging import StagedBatch, apply_staged
 from replication.raft.file_log import FileRaftLog
 from storage.clock import Clock
 from storage.config import LogConfig
 
-__all__ = ["MetadataLoader", "MetadataLogConfig", "MetadataLogError", "PendingSnapshot"]
+__all__ = [
+    "AppendedBatch",
+    "MetadataLoader",
+    "MetadataLogConfig",
+    "MetadataLogError",
+    "PendingSnapshot",
+]
 
 logger = logging.getLogger("samsa.replication.metadata")
 
@@ -91,6 +101,17 @@ class PendingSnapshot:
     snapshot_id: SnapshotId
     image: MetadataImage
     last_contained_log_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedBatch:
+    """One batch this node appended to the metadata log (what the loader would read back)."""
+
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    max_timestamp: int
+    size_in_bytes: int
 
 
 class MetadataLoader:
@@ -169,13 +190,29 @@ class MetadataLoader:
             delta = MetadataDelta()
             self._apply_batch(self.image, batch, delta)
             applied += 1
-            if self.on_snapshot_due is not None and self.snapshot_due() is not None:
-                try:  # the batch is committed: a failure to start a snapshot must not fail it
-                    self.on_snapshot_due()
-                except Exception:
-                    logger.exception("could not start a metadata snapshot")
-            self._publish(delta)
+            self._after_batch(delta)
         return applied
+
+    def apply_appended(self, staged: StagedBatch, appended: AppendedBatch) -> None:
+        """Apply the committed batch ``appended``, staged from the records this node wrote."""
+        if appended.base_offset != self.end_offset:
+            raise MetadataLogError(f"batch at offset {appended.base_offset} applied with the "
+                                   f"image at {self.end_offset}")
+        apply_staged(self.image, staged, appended.base_offset)
+        self.end_offset = appended.last_offset + 1
+        self._last_epoch = max(appended.leader_epoch, 0)
+        self._last_timestamp = appended.max_timestamp
+        self._bytes_since_snapshot += appended.size_in_bytes
+        self._after_batch(staged.delta)
+
+    def _after_batch(self, delta: MetadataDelta) -> None:
+        """A batch was applied: start a snapshot if one is due, then publish its delta."""
+        if self.on_snapshot_due is not None and self.snapshot_due() is not None:
+            try:  # the batch is committed: a failure to start a snapshot must not fail it
+                self.on_snapshot_due()
+            except Exception:
+                logger.exception("could not start a metadata snapshot")
+        self._publish(delta)
 
     def _apply_batch(self, image: MetadataImage, batch: RecordBatch, delta: MetadataDelta | None) -> int:
         count = 0

@@ -8,16 +8,21 @@ batch is a RecordBatch v2 whose records have a null key and a value framed by
 ``replication.metadata.records``. One batch holds the records of one operation, so an operation is
 applied whole or not at all, and every batch boundary is a valid snapshot point.
 
-Commit rule (a single voter, as the KRaft controller with one node): ``append`` writes one batch
-as leader, fsyncs it, moves the high watermark to the end offset (the batch is committed once
-flushed), and has the loader apply it and publish its delta before returning. At start-up
+Commit rule (a single voter, as the KRaft controller with one node): a batch is written as
+leader and fsynced (``write``), then committed (``commit``): the high watermark moves past it and
+the loader applies it and publishes its delta. ``append`` does both at once. The two halves let
+the single-node controller keep the event loop free (issue 18): ``write`` and the staging of the
+batch (``replication.metadata.staging``: encoding, the per-partition work) run on the storage
+worker, ``commit`` on the loop applies the staged batch (no read-back, no decoding). Between the
+two nothing else may append or apply (the controller has one operation in flight). At start-up
 (``replay``) everything in the log is committed: the high watermark is the recovered end offset.
 With a quorum the Raft core (``replication.raft``) takes this class's place: it appends, and its
 ``on_high_watermark`` / ``on_snapshot_installed`` drive the same loader.
 
 Snapshot generation, retention and listeners are the loader's (``replication.metadata.loader``);
 this class forwards to it so callers (the scheduler, the replica manager, the controller) keep
-one object. Threads: as the loader's and the ``FileRaftLog``'s.
+one object. Threads: as the loader's and the ``FileRaftLog``'s; ``write`` on one thread at a
+time (the storage worker), everything else on the owner's.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from protocol.codec import Message
 from replication.metadata.delta import MetadataDelta
 from replication.metadata.image import MetadataImage
 from replication.metadata.loader import (
+    AppendedBatch,
     MetadataLoader,
     MetadataLogConfig,
     MetadataLogError,
@@ -36,6 +42,7 @@ from replication.metadata.loader import (
 )
 from replication.metadata.records import encode_metadata_record
 from replication.metadata.snapshot import SnapshotId
+from replication.metadata.staging import StagedBatch, stage_batch
 from replication.raft.file_log import FileRaftLog
 from storage.clock import Clock
 from storage.log import Log
@@ -43,6 +50,7 @@ from storage.log import Log
 __all__ = [
     "METADATA_PARTITION",
     "METADATA_TOPIC",
+    "AppendedBatch",
     "MetadataLog",
     "MetadataLogConfig",
     "MetadataLogError",
@@ -116,12 +124,24 @@ class MetadataLog:
 
     def append(self, messages: Sequence[Message]) -> int:
         """Write ``messages`` as one batch, fsync, commit, apply; returns the last offset."""
-        values = [encode_metadata_record(message) for message in messages]
-        appended = self.raft_log.append_as_leader(values, self.leader_epoch, self.clock.milliseconds())
-        self.raft_log.flush()
-        self.raft_log.update_high_watermark(self.raft_log.end_offset)
-        self.loader.apply_committed()
+        appended = self.write(messages)
+        self.commit(appended, stage_batch(self.image, messages))
         return appended.last_offset
+
+    def write(self, messages: Sequence[Message]) -> AppendedBatch:
+        """Append ``messages`` as one batch and fsync it (not yet committed); any one thread."""
+        values = [encode_metadata_record(message) for message in messages]
+        size_before = self.log.size_in_bytes
+        timestamp_ms = self.clock.milliseconds()
+        appended = self.raft_log.append_as_leader(values, self.leader_epoch, timestamp_ms)
+        self.raft_log.flush()
+        return AppendedBatch(appended.base_offset, appended.last_offset, self.leader_epoch,
+                             timestamp_ms, self.log.size_in_bytes - size_before)
+
+    def commit(self, appended: AppendedBatch, staged: StagedBatch) -> None:
+        """The owner's thread: the written batch is committed, applied and published."""
+        self.raft_log.update_high_watermark(appended.last_offset + 1)
+        self.loader.apply_appended(staged, appended)
 
     # -- snapshots and retention (the loader's) -------------------------------------------------
 

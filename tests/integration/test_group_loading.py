@@ -19,6 +19,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.group.offsets import partition_for
 from protocol.errors import ErrorCode
+from protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from protocol.messages.offset_commit_request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -39,6 +41,12 @@ QUIET = {"log_level": 3}
 BIG_RECORDS = 100_000
 PER_REQUEST = 2_000
 TIMEOUT_SECONDS = 30.0
+
+
+def _find_coordinator(client: Client, group_id: str) -> None:
+    response = client.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]),
+                           FindCoordinatorResponse, flexible=True)
+    assert [found.error_code for found in response.coordinators] == [0]
 
 
 def _commit_many(client: Client, group_id: str, first: int) -> None:
@@ -85,6 +93,7 @@ def test_offsets_load_in_the_background_and_clients_retry(start_broker) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
     admin.create_topics([NewTopic("t", 1, 1)])["t"].result(TIMEOUT_SECONDS)
     client = Client(broker)
+    _find_coordinator(client, "big")  # as a client does first: creates __consumer_offsets
     for first in range(0, BIG_RECORDS, PER_REQUEST):
         _commit_many(client, "big", first)
     _commit_with_confluent(broker, "big", 42)  # the last commit of (t, 0) wins

@@ -17,6 +17,8 @@ from kafka.structs import OffsetAndMetadata as KafkaOffsetAndMetadata
 
 from broker.group.offsets import OFFSETS_TOPIC, partition_for
 from protocol.errors import ErrorCode
+from protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from protocol.messages.heartbeat_request import HeartbeatRequest
 from protocol.messages.heartbeat_response import HeartbeatResponse
 from protocol.messages.offset_commit_request import (
@@ -124,6 +126,9 @@ def test_cleaner_keeps_consumer_offsets_small_under_a_commit_storm(start_broker)
                                      "offsets.topic.num.partitions": "4"})
     create_topic(broker, "t", partitions=1)
     client = Client(broker)
+    found = client.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["storm"]),
+                        FindCoordinatorResponse, flexible=True)  # creates __consumer_offsets
+    assert found.coordinators[0].error_code == 0
     for offset in range(5000):
         _raw_commit(client, "storm", offset)
     directory = broker.log_dir / f"{OFFSETS_TOPIC}-{partition_for('storm', 4)}"
