@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -34,19 +33,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench import peers
+from compat.samsa_cluster import free_ports
 
 T = TypeVar("T")
 
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def wait_until(condition: Callable[[], T | None], *, timeout_s: float = 60.0,

@@ -10,29 +10,22 @@ cluster's state is observed through the Kafka protocol, never by sleeping a fixe
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
-from tests.integration.conftest import BrokerProcess
+from compat.samsa_cluster import free_ports
+
+if TYPE_CHECKING:  # the integration conftest imports this module's fixture: no import cycle
+    from tests.integration.conftest import BrokerProcess
+
+__all__ = ["ClusterNodes", "cluster_nodes", "free_ports", "wait_until"]
 
 T = TypeVar("T")
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def wait_until(condition: Callable[[], T], *, timeout_s: float = 30, what: str = "") -> T:
@@ -93,6 +86,8 @@ class ClusterNodes:
         }
 
     def start(self, node_id: int) -> BrokerProcess:
+        from tests.integration.conftest import BrokerProcess
+
         node = BrokerProcess(log_dir=self.root / f"node-{node_id}", overrides=self.overrides(node_id),
                              stderr_path=self.root / f"node-{node_id}.log")
         self.nodes[node_id] = node.start()
