@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ from broker.group.offsets import OFFSETS_TOPIC, OffsetsConfig, OffsetStore
 from broker.meta_properties import load_cluster_id, random_uuid
 from broker.node_client import NodeClients
 from broker.purgatory_reaper import PurgatoryReaper
+from broker.replication import ReplicationService
 from broker.transaction.service import TransactionService
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
 from replication.append import ReplicaAppender
@@ -36,6 +38,7 @@ from replication.controller.quorum import QuorumController
 from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
 from replication.metadata.delta import LocalReplicaChanges
 from replication.metadata.image import MetadataImage, TopicImage
+from replication.partition import Partition
 from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from replication.replica_manager import ReplicaManager
 from storage.clock import Clock
@@ -70,6 +73,7 @@ class Broker:
     transactions: TransactionService
     appender: ReplicaAppender
     fetch_reaper: PurgatoryReaper[DelayedOperation]
+    produce_reaper: PurgatoryReaper[DelayedOperation]
     high_watermark_checkpoints: HighWatermarkCheckpoints
     cluster_id: str = ""  # UNKNOWN_CLUSTER_ID until meta.properties (or the quorum) says
     advertised: tuple[Listener, ...] = ()
@@ -83,7 +87,10 @@ class Broker:
     quorum_controller: QuorumController | None = None
     forwarder: Forwarder | None = None
     lifecycle: BrokerLifecycleManager | None = None
+    # KRaft brokers: follower fetchers, ISR changes (AlterPartition), the ISR shrink check
+    replication: ReplicationService | None = None
     _flushing: set[Log] = field(default_factory=set, repr=False)
+    _moved: dict[tuple[str, int], None] = field(default_factory=dict, repr=False)
 
     @classmethod
     def create(cls, config: BrokerConfig, *, clock: Clock) -> Broker:
@@ -160,6 +167,7 @@ class Broker:
             ),
             appender=appender,
             fetch_reaper=PurgatoryReaper(fetch_purgatory),
+            produce_reaper=PurgatoryReaper(appender.produce_purgatory),
             high_watermark_checkpoints=HighWatermarkCheckpoints(log_manager),
             advertised=config.advertised_listeners,
             quorum_controller=quorum_controller,
@@ -176,6 +184,10 @@ class Broker:
         broker.transactions.coordinator.partitions.pending = broker.transactions.state_log.partition_pending
         if kraft:
             replica_manager.on_local_changes.append(broker._coordinator_elections)
+        if kraft and config.kraft.is_broker:
+            broker.replication = ReplicationService(broker)
+            replica_manager.on_role_changes.append(broker.replication.role_changed)
+            replica_manager.on_local_changes.append(broker._partitions_stopped)
         replica_manager.resolve_default_config = broker._dynamic_log_config
         return broker
 
@@ -284,6 +296,34 @@ class Broker:
                 logger.error("flushing %s failed: %s", log.directory.name, finished.exception())
 
         future.add_done_callback(done)
+
+    def high_watermarks_moved(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Partitions' high watermarks (or a follower's log) moved, or their leadership did:
+        the delayed produces and fetches on them are checked right after the current callback
+        (never from inside another purgatory's check). Before the loop runs (start-up) nothing
+        is waiting."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if not self._moved:
+            loop.call_soon(self._complete_moved)
+        self._moved.update(dict.fromkeys(keys))
+
+    def _complete_moved(self) -> None:
+        keys, self._moved = list(self._moved), {}
+        self.appender.try_complete_delayed(*keys)
+
+    def maybe_expand_isr(self, partition: Partition) -> None:
+        """A follower fetched from ``partition`` (this node leads): it may join the ISR."""
+        if self.replication is not None:
+            self.replication.maybe_expand_isr(partition)
+
+    def _partitions_stopped(self, changes: LocalReplicaChanges) -> None:
+        """Partitions this node no longer hosts are no longer fetched."""
+        assert self.replication is not None
+        for key in changes.deletes:
+            self.replication.fetchers.removed(key)
 
     def _coordinator_elections(self, changes: LocalReplicaChanges) -> None:
         """A cluster's delta: the coordinators take the internal partitions this node leads

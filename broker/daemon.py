@@ -55,6 +55,8 @@ async def serve(
     bound = await server.start()
     if broker.quorum is not None:  # KRaft: the Raft node serves on the controller listener
         broker.quorum.start()
+    if broker.replication is not None:  # KRaft broker: follower fetchers, ISR changes
+        broker.replication.start()
     broker.offsets_loader.start()
     broker.transactions.start()  # a cluster's elected __transaction_state partitions
     scheduler.start()
@@ -68,6 +70,8 @@ async def serve(
         logger.info("shutting down")
         if broker.quorum is not None:
             await broker.quorum.stop()  # a leader resigns first (EndQuorumEpoch)
+        if broker.replication is not None:
+            await broker.replication.stop()
         await server.stop()
         await broker.offsets_loader.stop()
         await broker.transactions.stop()

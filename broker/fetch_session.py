@@ -56,6 +56,9 @@ class RequestedPartition:
     key: PartitionKey
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1  # the epoch the fetcher believes current (KIP-320), -1: none
+    last_fetched_epoch: int = -1  # the epoch of the fetcher's last batch (diverging-epoch check)
+    log_start_offset: int = -1  # a follower's own log start offset
 
 
 @dataclass(slots=True)
@@ -64,6 +67,9 @@ class CachedPartition:
 
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
     sent_high_watermark: int = -1
     sent_last_stable_offset: int = -1
     sent_log_start_offset: int = -1
@@ -172,9 +178,7 @@ class FetchSessionCache:
         session_id = self._new_session_id()
         session = FetchSession(session_id, next_epoch=1, last_used_ms=now)
         for requested in partitions:
-            session.partitions[requested.key] = CachedPartition(
-                requested.fetch_offset, requested.max_bytes
-            )
+            session.partitions[requested.key] = _cached(requested)
         self._sessions[session_id] = session
         return session
 
@@ -186,17 +190,20 @@ class FetchSessionCache:
         for requested in partitions:
             cached = session.partitions.get(requested.key)
             if cached is None:
-                session.partitions[requested.key] = CachedPartition(
-                    requested.fetch_offset, requested.max_bytes
-                )
+                session.partitions[requested.key] = _cached(requested)
             else:
                 cached.fetch_offset = requested.fetch_offset
                 cached.max_bytes = requested.max_bytes
+                cached.current_leader_epoch = requested.current_leader_epoch
+                cached.last_fetched_epoch = requested.last_fetched_epoch
+                cached.log_start_offset = requested.log_start_offset
         session.next_epoch = _next_epoch(session.next_epoch)
         session.last_used_ms = self.clock.monotonic_ms()
         self._sessions.move_to_end(session.session_id)
         wanted = [
-            RequestedPartition(key, cached.fetch_offset, cached.max_bytes)
+            RequestedPartition(key, cached.fetch_offset, cached.max_bytes,
+                               cached.current_leader_epoch, cached.last_fetched_epoch,
+                               cached.log_start_offset)
             for key, cached in session.partitions.items()
         ]
         return FetchContext(wanted, session_id=session.session_id, incremental=True, session=session)
@@ -225,3 +232,9 @@ class FetchSessionCache:
 
 def _next_epoch(epoch: int) -> int:
     return 1 if epoch >= 2**31 - 1 else epoch + 1
+
+
+def _cached(requested: RequestedPartition) -> CachedPartition:
+    return CachedPartition(requested.fetch_offset, requested.max_bytes,
+                           requested.current_leader_epoch, requested.last_fetched_epoch,
+                           requested.log_start_offset)

@@ -96,6 +96,8 @@ class Server:
         self.broker.stopping = True
         self.broker.fetch_reaper.purgatory.force_complete_all()  # long polls answer now
         self.broker.fetch_reaper.stop()
+        self.broker.produce_reaper.purgatory.force_complete_all()  # acks=all: REQUEST_TIMED_OUT
+        self.broker.produce_reaper.stop()
         if self.gate.in_use:
             self._quiet = asyncio.get_running_loop().create_future()
             try:

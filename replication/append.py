@@ -23,8 +23,14 @@ An error stops that partition only; anything unexpected becomes UNKNOWN_SERVER_E
 logged traceback. acks: 0, 1 and -1 are valid (else INVALID_REQUIRED_ACKS for every partition).
 On a single node the ISR is this node, so the high watermark reaches the log end offset inside
 the append and ``acks=-1`` is satisfied at once; with replication, an ``acks=-1`` append whose
-partitions' high watermarks are below their ``required_offset`` will become a DelayedProduce
-in a produce purgatory watched under those partitions (not built yet).
+partitions' high watermarks are below their ``required_offset`` becomes a ``DelayedProduce``
+(``delay_until_replicated``) in the produce purgatory, watched under those partitions: it
+completes when every partition's high watermark reaches its offset (each then answers NONE, or
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below ``min.insync.replicas``;
+NOT_LEADER_OR_FOLLOWER when leadership moved), or at the request's timeout
+(REQUEST_TIMED_OUT for those still short). Whoever moves a high watermark (a follower's
+Fetch, an ISR change, a role change) calls ``try_complete_delayed``. ``acks=-1`` is refused
+before the append (NOT_ENOUGH_REPLICAS) while the ISR is smaller than ``min.insync.replicas``.
 
 Owned by the broker's event loop.
 """
@@ -41,6 +47,7 @@ from protocol.errors import (
     InvalidTopicExceptionError,
     KafkaError,
     RecordListTooLargeError,
+    RequestTimedOutError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
@@ -50,7 +57,8 @@ from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
 from storage.log import AppendResult
 from storage.producer_state import AppendOrigin, EndMarker
 
-__all__ = ["VALID_REQUIRED_ACKS", "PartitionAppend", "ReplicaAppender", "verified"]
+__all__ = ["VALID_REQUIRED_ACKS", "DelayedProduce", "PartitionAppend", "ReplicaAppender",
+           "verified"]
 
 logger = logging.getLogger("samsa.replication.append")
 
@@ -86,15 +94,59 @@ class PartitionAppend:
         return self.result.last_offset + 1
 
 
+ReplicationDone = Callable[[dict[TopicPartition, KafkaError | None]], None]
+
+
+class DelayedProduce(DelayedOperation):
+    """An ``acks=-1`` append waiting for its partitions' high watermarks (Kafka's
+    ``DelayedProduce``): ``done`` gets each waiting partition's outcome (None: replicated)."""
+
+    def __init__(self, timeout_ms: int, required: dict[TopicPartition, int],
+                 partition: Callable[[str, int], Partition | None], done: ReplicationDone) -> None:
+        super().__init__(timeout_ms)
+        self.required = dict(required)
+        self.outcomes: dict[TopicPartition, KafkaError | None] = {}
+        self._partition = partition
+        self._done: ReplicationDone | None = done
+
+    def try_complete(self) -> bool:
+        for key, offset in list(self.required.items()):
+            finished, outcome = self._check(key, offset)
+            if finished:
+                self.outcomes[key] = outcome
+                del self.required[key]
+        return not self.required and self.force_complete()
+
+    def _check(self, key: TopicPartition, offset: int) -> tuple[bool, KafkaError | None]:
+        try:
+            partition = self._partition(*key)
+        except KafkaError as error:
+            return True, error
+        if partition is None:
+            return True, UnknownTopicOrPartitionError()
+        return partition.enough_replicas(offset)
+
+    def on_complete(self) -> None:
+        for key in self.required:  # expired: these never reached their offsets
+            self.outcomes[key] = RequestTimedOutError(
+                f"{key[0]}-{key[1]} was not replicated to the ISR in time")
+        done, self._done = self._done, None
+        if done is not None:
+            done(self.outcomes)
+
+
 class ReplicaAppender:
     def __init__(
         self,
         partition: Callable[[str, int], Partition | None],
         *,
         fetch_purgatory: DelayedOperationPurgatory[DelayedOperation],
+        produce_purgatory: DelayedOperationPurgatory[DelayedOperation] | None = None,
     ) -> None:
         self._partition = partition
         self.fetch_purgatory = fetch_purgatory
+        self.produce_purgatory = produce_purgatory or DelayedOperationPurgatory[DelayedOperation](
+            "Produce", clock=fetch_purgatory.clock)
 
     def append_records(
         self,
@@ -108,7 +160,8 @@ class ReplicaAppender:
         in order."""
         if required_acks not in VALID_REQUIRED_ACKS:
             return [PartitionAppend(error=InvalidRequiredAcksError()) for _ in entries]
-        outcomes = [self._append(key, records, origin, verify) for key, records in entries]
+        outcomes = [self._append(key, records, origin, verify, required_acks)
+                    for key, records in entries]
         self.try_complete_delayed(*{
             key: None for (key, _), outcome in zip(entries, outcomes, strict=True)
             if outcome.result is not None and not outcome.result.duplicate
@@ -142,12 +195,33 @@ class ReplicaAppender:
         watching them may complete."""
         if keys:
             self.fetch_purgatory.check_and_complete(*keys)
+            self.produce_purgatory.check_and_complete(*keys)
+
+    def delay_until_replicated(
+        self, entries: Sequence[tuple[TopicPartition, PartitionAppend]], *, timeout_ms: int,
+        done: ReplicationDone,
+    ) -> DelayedProduce | None:
+        """The acks=-1 appends of ``entries`` whose partitions' high watermarks are short of
+        their offsets, as a DelayedProduce (to watch in ``produce_purgatory`` under its keys
+        with the shell's timer); None when every one is already replicated (or failed)."""
+        required: dict[TopicPartition, int] = {}
+        for key, outcome in entries:
+            if outcome.result is None:
+                continue
+            partition = self._partition(*key)
+            if partition is not None and partition.high_watermark < outcome.required_offset:
+                required[key] = max(required.get(key, 0), outcome.required_offset)
+        if not required:
+            return None
+        return DelayedProduce(timeout_ms, required, self._partition, done)
 
     def _append(
-        self, key: TopicPartition, records: Records | None, origin: AppendOrigin, verify: Verify
+        self, key: TopicPartition, records: Records | None, origin: AppendOrigin, verify: Verify,
+        required_acks: int,
     ) -> PartitionAppend:
         try:
-            return PartitionAppend(result=self._append_or_raise(key, records, origin, verify))
+            return PartitionAppend(
+                result=self._append_or_raise(key, records, origin, verify, required_acks))
         except KafkaError as error:
             return PartitionAppend(error=error)
         except Exception:
@@ -155,7 +229,8 @@ class ReplicaAppender:
             return PartitionAppend(error=UnknownServerError())
 
     def _append_or_raise(
-        self, key: TopicPartition, records: Records | None, origin: AppendOrigin, verify: Verify
+        self, key: TopicPartition, records: Records | None, origin: AppendOrigin, verify: Verify,
+        required_acks: int,
     ) -> AppendResult:
         if origin is AppendOrigin.CLIENT and is_internal(key[0]):
             raise InvalidTopicExceptionError(f"Cannot append to internal topic {key[0]}")
@@ -168,8 +243,10 @@ class ReplicaAppender:
                 f"({partition.log.config.segment_bytes})"
             )
         transaction_verified = verify(partition, records)
+        partition.check_leader()  # before the transaction check asks the coordinator
         return partition.append_as_leader(
-            records, origin=origin, transaction_verified=transaction_verified)
+            records, origin=origin, transaction_verified=transaction_verified,
+            required_acks=required_acks)
 
     def _hosted(self, key: TopicPartition) -> Partition:
         partition = self._partition(*key)

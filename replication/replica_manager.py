@@ -127,6 +127,7 @@ class ReplicaManager:
         self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
         # Called after each delta with what it changed here (the coordinators' elections).
         self.on_local_changes: list[Callable[[LocalReplicaChanges], None]] = []
+        self.on_role_changes: list[Callable[[Partition], None]] = []
         # The topic defaults with the image's dynamic broker configs applied; None: the static ones.
         self.resolve_default_config: Callable[[MetadataImage], LogConfig] | None = None
 
@@ -270,10 +271,18 @@ class ReplicaManager:
         self._take_role(partition, state.partition)
 
     def _take_role(self, partition: Partition, registration: PartitionImage) -> None:
-        role = (Partition.make_leader if registration.leader == self.node_id
-                else Partition.make_follower)
-        role(partition, leader_id=registration.leader, leader_epoch=registration.leader_epoch,
-             replicas=registration.replicas, isr=registration.isr)
+        """Leader or follower as ``registration`` says; the ``on_role_changes`` callbacks hear
+        of it (the follower fetchers, the delayed operations of a partition that moved)."""
+        arguments = dict(leader_id=registration.leader, leader_epoch=registration.leader_epoch,
+                         replicas=registration.replicas, isr=registration.isr,
+                         partition_epoch=registration.partition_epoch,
+                         now_ms=self.clock.milliseconds())
+        if registration.leader == self.node_id:
+            partition.make_leader(**arguments)  # type: ignore[arg-type]
+        else:
+            partition.make_follower(**arguments)  # type: ignore[arg-type]
+        for callback in self.on_role_changes:
+            callback(partition)
 
     def _partition_for(self, state: ReplicaState, configs: _TopicConfigs) -> Partition:
         """The live partition of ``state``, created with its log (inline) if this node lacks it."""
@@ -290,7 +299,8 @@ class ReplicaManager:
         key = (log.topic, log.partition)
         partition = Partition(
             log, topic_id=topic_id, leader_epoch=leader_epoch, node_id=self.node_id,
-            high_watermark_checkpoint=self.high_watermark_checkpoints.get(key, 0))
+            high_watermark_checkpoint=self.high_watermark_checkpoints.get(key, 0),
+            role_pending=True)
         self.partitions[key] = partition
         return partition
 

@@ -365,6 +365,11 @@ class Log:
             producers = self.producer_state.prepare_replica_append(validated.headers)
         return self._append([records], len(records), validated, base_offsets, -1, producers)
 
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """A new leader epoch starts at ``start_offset`` (Kafka's ``assignEpochStartOffset``,
+        called on becoming leader before anything of that epoch is written)."""
+        self._guard(lambda: self.leader_epoch_cache.assign(epoch, start_offset))
+
     def _append(
         self,
         parts: Sequence[bytes | bytearray | memoryview],

@@ -56,6 +56,7 @@ from broker.apis import (
     listener_type,
     register,
 )
+from broker.auth import authorize_cluster
 from broker.auth.acl import AclOperation, ResourceType
 from broker.fetch_session import FetchContext, PartitionKey, RequestedPartition
 from broker.quorum import quorum_request
@@ -71,6 +72,7 @@ from protocol.frames import encode_response_message
 from protocol.messages.fetch_request import FetchRequest
 from protocol.messages.fetch_response import (
     AbortedTransaction,
+    EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
@@ -85,6 +87,7 @@ logger = logging.getLogger("samsa.broker.apis.fetch")
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_REPLICA_STATE_VERSION = 15
+FIRST_RACK_VERSION = 11
 READ_COMMITTED = 1
 _MARKER_SIZE = 16
 
@@ -96,6 +99,31 @@ class PartitionRead:
     partition: Partition | None = None
     slice: FetchSlice | None = None
     aborted: list[AbortedTransaction] = field(default_factory=list)
+    diverging: tuple[int, int] | None = None  # a follower's log diverges: (epoch, end offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Fetcher:
+    """Who fetches: a consumer (``replica_id`` < 0) or a follower, and the request version."""
+
+    replica_id: int
+    api_version: int
+    read_committed: bool
+
+    @property
+    def is_follower(self) -> bool:
+        return self.replica_id >= 0
+
+    @property
+    def isolation(self) -> FetchIsolation:
+        return FetchIsolation.of(replica_id=self.replica_id, read_committed=self.read_committed)
+
+    @property
+    def only_from_leader(self) -> bool:
+        """Kafka's ``fetchOnlyFromLeader``: followers, and consumers without client metadata
+        (before v11, which brought ``rack_id``); a v11+ consumer may read a follower (KIP-392)
+        up to that follower's high watermark."""
+        return self.is_follower or self.api_version < FIRST_RACK_VERSION
 
 
 def handle(context: RequestContext, request: FetchRequest) -> HandlerResult:
@@ -108,18 +136,22 @@ def handle(context: RequestContext, request: FetchRequest) -> HandlerResult:
     )
     if session.error is not None:
         return FetchResponse(error_code=session.error.code, session_id=0)
-    reads = _read_all(context, session, request.max_bytes, fetch_isolation(context, request))
+    reads = _read_all(context, session, request.max_bytes, fetcher_of(context, request))
     if _can_answer(request, reads):
         return _response(context, request, session, reads)
     return _long_poll(context, request, session)
 
 
-def fetch_isolation(context: RequestContext, request: FetchRequest) -> FetchIsolation:
-    """Kafka's ``FetchIsolation.of``; the replica id moved into ``replica_state`` in v15."""
+def fetcher_of(context: RequestContext, request: FetchRequest) -> Fetcher:
+    """The replica id moved into ``replica_state`` in v15."""
     replica_id = (request.replica_state.replica_id if context.api_version >= FIRST_REPLICA_STATE_VERSION
                   else request.replica_id)
-    return FetchIsolation.of(replica_id=replica_id,
-                             read_committed=request.isolation_level == READ_COMMITTED)
+    return Fetcher(replica_id, context.api_version, request.isolation_level == READ_COMMITTED)
+
+
+def fetch_isolation(context: RequestContext, request: FetchRequest) -> FetchIsolation:
+    """Kafka's ``FetchIsolation.of``."""
+    return fetcher_of(context, request).isolation
 
 
 def _requested(
@@ -131,7 +163,8 @@ def _requested(
     for topic in request.topics:
         key_topic = _key_topic(manager, topic.topic, topic.topic_id, by_id)
         requested += [
-            RequestedPartition((*key_topic, p.partition), p.fetch_offset, p.partition_max_bytes)
+            RequestedPartition((*key_topic, p.partition), p.fetch_offset, p.partition_max_bytes,
+                               p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset)
             for p in topic.partitions
         ]
     forgotten = [
@@ -153,13 +186,14 @@ def _key_topic(
 
 
 def _read_all(
-    context: RequestContext, session: FetchContext, max_bytes: int, isolation: FetchIsolation
+    context: RequestContext, session: FetchContext, max_bytes: int, fetcher: Fetcher
 ) -> list[PartitionRead]:
     manager = context.broker.replica_manager
     remaining = max_bytes
     min_one_message = True
     reads = []
-    denied = _denied_topics(context, session)
+    denied = _denied_topics(context, session, fetcher)
+    moved: list[tuple[str, int]] = []
     for requested in session.partitions:
         topic_id, name, index = requested.key
         read = PartitionRead(requested.key)
@@ -178,12 +212,9 @@ def _read_all(
             continue
         read.partition = partition
         try:
-            read.slice = partition.read(
-                requested.fetch_offset, min(requested.max_bytes, remaining),
-                min_one_message=min_one_message, isolation=isolation,
-            )
-            if read.slice is not None and isolation is FetchIsolation.TXN_COMMITTED:
-                read.aborted = _aborted(partition, requested.fetch_offset)
+            if _read_one(context, read, requested, fetcher, min(requested.max_bytes, remaining),
+                         min_one_message):
+                moved.append((name, index))
         except KafkaError as error:
             read.error = error
         except Exception:
@@ -192,15 +223,52 @@ def _read_all(
         if read.slice is not None:
             remaining = max(0, remaining - read.slice.length)
             min_one_message = False
+    if moved:  # a follower's fetch moved high watermarks: acks=all produces may be answered
+        context.broker.high_watermarks_moved(moved)
     return reads
 
 
-def _denied_topics(context: RequestContext, session: FetchContext) -> set[str]:
-    """The fetched topics the principal may not READ (none without an authorizer)."""
+def _read_one(
+    context: RequestContext, read: PartitionRead, requested: RequestedPartition,
+    fetcher: Fetcher, max_bytes: int, min_one_message: bool,
+) -> bool:
+    """Read one partition into ``read`` (Kafka's ``Partition.fetchRecords``): leadership and
+    epoch checks, a follower's diverging epoch, the read, a follower's progress. True when the
+    leader's high watermark moved."""
+    partition = read.partition
+    assert partition is not None
+    partition.check_current_leader_epoch(requested.current_leader_epoch)
+    if fetcher.only_from_leader:
+        partition.check_leader()
+    if fetcher.is_follower:
+        read.diverging = partition.diverging_epoch(requested.last_fetched_epoch,
+                                                   requested.fetch_offset)
+        if read.diverging is not None:
+            return False
+        leader_end = partition.log_end_offset
+    read.slice = partition.read(requested.fetch_offset, max_bytes,
+                                min_one_message=min_one_message, isolation=fetcher.isolation)
+    if read.slice is not None and fetcher.isolation is FetchIsolation.TXN_COMMITTED:
+        read.aborted = _aborted(partition, requested.fetch_offset)
+    if not fetcher.is_follower:
+        return False
+    moved = partition.follower_fetched(
+        fetcher.replica_id, fetch_offset=requested.fetch_offset,
+        log_start_offset=requested.log_start_offset, leader_end_offset=leader_end,
+        now_ms=context.broker.clock.milliseconds())
+    context.broker.maybe_expand_isr(partition)
+    return moved
+
+
+def _denied_topics(context: RequestContext, session: FetchContext, fetcher: Fetcher) -> set[str]:
+    """The fetched topics the principal may not READ (none without an authorizer). A follower's
+    fetch needs CLUSTER_ACTION on the cluster (CVE-2018-1288): without it, every topic."""
     authorizer = context.broker.authorizer
     if authorizer is None:
         return set()
     names = {requested.key[1] for requested in session.partitions if requested.key[1]}
+    if fetcher.is_follower:
+        return set() if authorize_cluster(context, AclOperation.CLUSTER_ACTION) else names
     return {
         name for name in names
         if not authorizer.authorize(context.principal, context.client_host, AclOperation.READ,
@@ -218,7 +286,7 @@ def _aborted(partition: Partition, fetch_offset: int) -> list[AbortedTransaction
 def _can_answer(request: FetchRequest, reads: list[PartitionRead], *, stopping: bool = False) -> bool:
     if stopping or request.max_wait_ms <= 0 or not reads:
         return True
-    if any(read.error is not None for read in reads):
+    if any(read.error is not None or read.diverging is not None for read in reads):
         return True
     return sum(read.slice.length for read in reads if read.slice) >= request.min_bytes
 
@@ -254,7 +322,7 @@ class DelayedFetch(DelayedOperation):
 
     def _read(self) -> list[PartitionRead]:
         return _read_all(self.context, self.session, self.request.max_bytes,
-                         fetch_isolation(self.context, self.request))
+                         fetcher_of(self.context, self.request))
 
 
 def _long_poll(
@@ -322,7 +390,11 @@ def _partition_data(read: PartitionRead, isolation_level: int) -> PartitionData:
     partition = read.partition
     if aborted is not None:
         aborted = read.aborted
+    diverging = EpochEndOffset()
+    if read.diverging is not None:
+        diverging = EpochEndOffset(epoch=read.diverging[0], end_offset=read.diverging[1])
     return PartitionData(
+        diverging_epoch=diverging,
         partition_index=index,
         error_code=0 if read.error is None else read.error.code,
         high_watermark=partition.high_watermark,

@@ -6,8 +6,12 @@ largest timestamp (KIP-734), -4 earliest local (the log start offset: no tiered 
 -5 latest tiered (nothing tiered: not found), otherwise the first offset whose timestamp is at
 or after it, if that offset is below the high watermark (read_committed: the last stable
 offset). Not found: offset -1, timestamp -1.
-Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR. Not implemented:
-current_leader_epoch checks.
+A follower (``replica_id`` >= 0) asking for the latest offset gets the leader's log end
+offset (Kafka's isolation "none"), which its fetcher needs after OFFSET_OUT_OF_RANGE.
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER
+(only the leader answers, except to the debugging replica id -2, as Kafka), and
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a ``current_leader_epoch`` older / newer than the
+partition's.
 
 Authorization (with an authorizer): each topic needs DESCRIBE, else its partitions answer
 TOPIC_AUTHORIZATION_FAILED.
@@ -42,6 +46,7 @@ logger = logging.getLogger("samsa.broker.apis.list_offsets")
 
 LATEST_TIERED_TIMESTAMP = -5
 READ_COMMITTED = 1
+DEBUGGING_REPLICA_ID = -2  # Kafka's ListOffsetsRequest.DEBUGGING_REPLICA_ID: any replica answers
 LEADER_EPOCH_VERSION = 4  # the first response version with leader_epoch
 
 
@@ -57,16 +62,18 @@ def handle(context: RequestContext, request: ListOffsetsRequest) -> ListOffsetsR
             continue
         for requested in topic.partitions:
             answers.partitions.append(
-                _lookup(context, topic.name, requested, request.isolation_level == READ_COMMITTED))
+                _lookup(context, topic.name, requested, request.isolation_level == READ_COMMITTED,
+                        request.replica_id))
         response.topics.append(answers)
     return response
 
 
 def _lookup(
-    context: RequestContext, topic: str, requested: ListOffsetsPartition, read_committed: bool
+    context: RequestContext, topic: str, requested: ListOffsetsPartition, read_committed: bool,
+    replica_id: int,
 ) -> ListOffsetsPartitionResponse:
     try:
-        return _lookup_or_raise(context, topic, requested, read_committed)
+        return _lookup_or_raise(context, topic, requested, read_committed, replica_id)
     except KafkaError as error:
         return _failed(requested.partition_index, error)
     except Exception:
@@ -75,14 +82,20 @@ def _lookup(
 
 
 def _lookup_or_raise(
-    context: RequestContext, topic: str, requested: ListOffsetsPartition, read_committed: bool
+    context: RequestContext, topic: str, requested: ListOffsetsPartition, read_committed: bool,
+    replica_id: int,
 ) -> ListOffsetsPartitionResponse:
     partition = context.broker.replica_manager.partition_or_error(topic, requested.partition_index)
+    partition.check_current_leader_epoch(requested.current_leader_epoch)
+    if replica_id != DEBUGGING_REPLICA_ID:
+        partition.check_leader()
     answer = ListOffsetsPartitionResponse(partition_index=requested.partition_index)
     if context.api_version >= LEADER_EPOCH_VERSION:  # v1-v3 lack the field: it stays unset
         answer.leader_epoch = partition.leader_epoch
     timestamp = requested.timestamp
-    last_fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
+    last_fetchable = (partition.log_end_offset if replica_id >= 0
+                      else partition.last_stable_offset if read_committed
+                      else partition.high_watermark)
     if timestamp == LATEST_TIMESTAMP:
         answer.offset = last_fetchable
     elif timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):

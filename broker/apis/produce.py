@@ -3,9 +3,12 @@
 acks 0, 1 and -1 (all): every partition goes through the broker's one append entry point
 (``replication.append.ReplicaAppender``, shared with the coordinators), which checks it and
 answers the long polls waiting on it. On a single node the ISR is this node, so the high
-watermark reaches the log end offset in the append itself and acks=-1 answers at once (the
-delayed produce of a replicated partition comes with replication). Errors are per partition — one bad partition
-never fails the others: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (Kafka's answer
+watermark reaches the log end offset in the append itself and acks=-1 answers at once; a
+replicated partition's acks=-1 waits in the produce purgatory until the ISR has it (or
+``timeout_ms``: REQUEST_TIMED_OUT), and is refused with NOT_ENOUGH_REPLICAS while the ISR is
+smaller than ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank after the
+append). A follower answers NOT_LEADER_OR_FOLLOWER. Errors are per partition — one bad
+partition never fails the others: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (Kafka's answer
 to a write to an internal topic), CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
 RECORD_LIST_TOO_LARGE (more bytes than ``segment.bytes``), INVALID_TIMESTAMP,
 KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for the whole request. With acks=0 nothing is sent
@@ -45,8 +48,10 @@ whose transactional batches carry several producer ids (each partition is checke
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Coroutine
+from typing import Any
 
 from broker.apis import (
     CLOSE_CONNECTION,
@@ -75,7 +80,7 @@ from protocol.messages.produce_response import (
     TopicProduceResponse,
 )
 from protocol.records import BATCH_HEADER_SIZE, read_batch_header
-from replication.append import PartitionAppend, Records
+from replication.append import PartitionAppend, Records, TopicPartition
 from replication.partition import Partition
 from storage.producer_state import AppendOrigin
 
@@ -99,21 +104,76 @@ def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
             return _unauthorized(request, TransactionalIdAuthorizationFailedError())
         names = [topic.name for topic in request.topic_data]
         denied = set(names) - filter_authorized(context, AclOperation.WRITE, ResourceType.TOPIC, names)
-    outcomes = _append_all(context, request, denied)
+    appended = _append_all(context, request, denied)
+    if request.acks == -1:
+        delayed = _delay_until_replicated(context, request, denied, appended)
+        if delayed is not None:
+            return delayed
+    return _response(context, request, denied, appended, {})
+
+
+def _delay_until_replicated(
+    context: RequestContext, request: ProduceRequest, denied: set[str],
+    appended: list[tuple[TopicPartition, PartitionAppend]],
+) -> Coroutine[Any, Any, ProduceResponse] | None:
+    """acks=-1 with partitions whose high watermark is short of the append: a DelayedProduce
+    in the produce purgatory (``replication.append``), answered when they are replicated or at
+    the request's ``timeout_ms``; None when nothing needs to wait."""
+    answer: asyncio.Future[dict[TopicPartition, KafkaError | None]] = (
+        asyncio.get_running_loop().create_future())
+
+    def done(outcomes: dict[TopicPartition, KafkaError | None]) -> None:
+        if not answer.done():
+            answer.set_result(outcomes)
+
+    operation = context.broker.appender.delay_until_replicated(
+        appended, timeout_ms=max(request.timeout_ms, 0), done=done)
+    if operation is None:
+        return None
+    context.broker.produce_reaper.watch(operation, list(operation.required))
+    return _answer_when_replicated(context, request, denied, appended, answer)
+
+
+async def _answer_when_replicated(
+    context: RequestContext, request: ProduceRequest, denied: set[str],
+    appended: list[tuple[TopicPartition, PartitionAppend]],
+    answer: asyncio.Future[dict[TopicPartition, KafkaError | None]],
+) -> ProduceResponse:
+    return _build(context, request, denied, appended, await answer)
+
+
+def _response(
+    context: RequestContext, request: ProduceRequest, denied: set[str],
+    appended: list[tuple[TopicPartition, PartitionAppend]],
+    replicated: dict[TopicPartition, KafkaError | None],
+) -> HandlerResult:
+    response = _build(context, request, denied, appended, replicated)
+    if request.acks == 0:
+        failed = any(answer.error_code != 0 for topic in response.responses
+                     for answer in topic.partition_responses)
+        return CLOSE_CONNECTION if failed else NO_RESPONSE
+    return response
+
+
+def _build(
+    context: RequestContext, request: ProduceRequest, denied: set[str],
+    appended: list[tuple[TopicPartition, PartitionAppend]],
+    replicated: dict[TopicPartition, KafkaError | None],
+) -> ProduceResponse:
+    outcomes = iter(appended)
     response = ProduceResponse()
-    failed = False
     for topic in request.topic_data:
         answers = TopicProduceResponse(name=topic.name)
         for data in topic.partition_data:
             if topic.name in denied:
                 answer = _failed(data.index, TopicAuthorizationFailedError())
             else:
-                answer = _answer(context, (topic.name, data.index), next(outcomes))
-            failed = failed or answer.error_code != 0
+                key, outcome = next(outcomes)
+                error = replicated.get(key)
+                answer = (_answer(context, key, outcome) if error is None
+                          else _failed(data.index, error))
             answers.partition_responses.append(answer)
         response.responses.append(answers)
-    if request.acks == 0:
-        return CLOSE_CONNECTION if failed else NO_RESPONSE
     return response
 
 
@@ -123,20 +183,21 @@ def _unauthorized(request: ProduceRequest, error: KafkaError) -> HandlerResult:
 
 def _append_all(
     context: RequestContext, request: ProduceRequest, denied: set[str]
-) -> Iterator[PartitionAppend]:
+) -> list[tuple[TopicPartition, PartitionAppend]]:
     """The authorized partitions, in request order, through the broker's one append entry
-    point (``replication.append``); their outcomes in the same order."""
+    point (``replication.append``); with their outcomes in the same order."""
     def verify(partition: Partition, records: Records) -> bool:
         return _verify_transaction(context, request.transactional_id, partition, records)
 
     entries = [((topic.name, data.index), data.records) for topic in request.topic_data
                if topic.name not in denied for data in topic.partition_data]
-    return iter(context.broker.appender.append_records(
-        entries, required_acks=request.acks, origin=AppendOrigin.CLIENT, verify=verify))
+    outcomes = context.broker.appender.append_records(
+        entries, required_acks=request.acks, origin=AppendOrigin.CLIENT, verify=verify)
+    return [(key, outcome) for (key, _), outcome in zip(entries, outcomes, strict=True)]
 
 
 def _answer(
-    context: RequestContext, key: tuple[str, int], outcome: PartitionAppend
+    context: RequestContext, key: TopicPartition, outcome: PartitionAppend
 ) -> PartitionProduceResponse:
     if outcome.error is not None:
         return _failed(key[1], outcome.error)
