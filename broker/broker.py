@@ -36,6 +36,7 @@ from replication.append import ReplicaAppender
 from replication.controller.local import LocalController
 from replication.controller.quorum import QuorumController
 from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
+from replication.isr import IsrChange
 from replication.metadata.delta import LocalReplicaChanges
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.partition import Partition
@@ -314,10 +315,12 @@ class Broker:
         keys, self._moved = list(self._moved), {}
         self.appender.try_complete_delayed(*keys)
 
-    def maybe_expand_isr(self, partition: Partition) -> None:
-        """A follower fetched from ``partition`` (this node leads): it may join the ISR."""
+    def propose_isr_change(self, partition: Partition, change: IsrChange) -> None:
+        """An ISR change ``partition`` (led here) wants: to the controller (AlterPartition)."""
         if self.replication is not None:
-            self.replication.maybe_expand_isr(partition)
+            self.replication.submit(partition, change)
+        else:  # a single node has no followers to change: nothing can be pending
+            partition.isr_change_failed()
 
     def _partitions_stopped(self, changes: LocalReplicaChanges) -> None:
         """Partitions this node no longer hosts are no longer fetched."""

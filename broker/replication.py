@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from broker.node_client import NodeClientError
@@ -45,6 +46,7 @@ __all__ = ["ReplicationService"]
 logger = logging.getLogger("samsa.broker.replication")
 
 RETRY_BACKOFF_S = 0.05  # after a failed AlterPartition, before sending the next
+REFUSED_BACKOFF_S = 1.0  # a partition whose change was refused proposes again after this
 
 
 class ReplicationService:
@@ -53,6 +55,7 @@ class ReplicationService:
         self.settings = broker.config.kraft.replica
         self.fetchers = ReplicaFetcherManager(broker, self.settings, self.broker_epoch)
         self._queued: dict[tuple[str, int], tuple[Partition, IsrChange]] = {}
+        self._refused_until: dict[tuple[str, int], float] = {}  # monotonic seconds
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -82,16 +85,18 @@ class ReplicationService:
         self.fetchers.role_changed(partition)
         self.broker.high_watermarks_moved([(partition.topic, partition.partition)])
 
-    def maybe_expand_isr(self, partition: Partition) -> None:
-        change = partition.maybe_expand_isr()
-        if change is not None:
-            self.submit(partition, change)
-
     def submit(self, partition: Partition, change: IsrChange) -> None:
+        key = (partition.topic, partition.partition)
+        refused_until = self._refused_until.get(key)
+        if refused_until is not None:
+            if time.monotonic() < refused_until:  # refused a moment ago: not again yet
+                partition.isr_change_failed()
+                return
+            del self._refused_until[key]
         logger.info("%s-%d: proposing ISR %s (was %s, leader epoch %d, partition epoch %d)",
                     partition.topic, partition.partition, list(change.new_isr),
                     list(partition.isr), change.leader_epoch, change.partition_epoch)
-        self._queued[(partition.topic, partition.partition)] = (partition, change)
+        self._queued[key] = (partition, change)
         self._wake.set()
 
     async def _shrink_loop(self) -> None:
@@ -164,6 +169,8 @@ class ReplicationService:
                     logger.info("%s-%d: ISR change to %s refused: %s", name, data.partition_index,
                                 list(change.new_isr), ErrorCode(data.error_code).name)
                     partition.isr_change_failed()
+                    self._refused_until[(name, data.partition_index)] = (
+                        time.monotonic() + REFUSED_BACKOFF_S)
                     continue
                 if partition.isr_committed(leader_epoch=data.leader_epoch,
                                            partition_epoch=data.partition_epoch,

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+from dataclasses import dataclass
 from uuid import UUID
 
 from protocol.errors import (
@@ -58,7 +59,8 @@ from storage.segment import FetchSlice
 from storage.transaction_index import AbortedTxn
 
 __all__ = [
-    "HIGH_WATERMARK", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "FetchIsolation", "Partition",
+    "HIGH_WATERMARK", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET", "FetchIsolation", "FollowerFetch",
+    "Partition",
 ]
 
 
@@ -82,6 +84,18 @@ HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK: delete up to the hig
 UNDEFINED_EPOCH = -1
 NO_LEADER = -1
 UNDEFINED_EPOCH_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetch:
+    """What the leader answers a follower for one partition (``fetch_for_follower``): the
+    records read, or where the follower's log diverges; whether the high watermark moved and
+    the ISR change to propose, if any."""
+
+    slice: FetchSlice | None = None
+    diverging: tuple[int, int] | None = None
+    high_watermark_moved: bool = False
+    isr_change: IsrChange | None = None
 
 
 class Partition:
@@ -270,6 +284,29 @@ class Partition:
         follower.fetched(fetch_offset=fetch_offset, log_start_offset=log_start_offset,
                          leader_end_offset=leader_end_offset, now_ms=now_ms)
         return self.maybe_advance_high_watermark()
+
+    def fetch_for_follower(
+        self, replica_id: int, *, fetch_offset: int, last_fetched_epoch: int,
+        current_leader_epoch: int, log_start_offset: int, max_bytes: int, now_ms: int,
+        min_one_message: bool = True,
+    ) -> FollowerFetch:
+        """A follower's Fetch of this partition, as the leader serves it (Kafka's
+        ``Partition.fetchRecords`` for a follower): the epoch and leadership checks, the
+        diverging-epoch check (then nothing is read), the read up to the log end offset, the
+        follower's progress (``follower_fetched``) and the ISR expansion it allows."""
+        self.check_current_leader_epoch(current_leader_epoch)
+        self.check_leader()
+        diverging = self.diverging_epoch(last_fetched_epoch, fetch_offset)
+        if diverging is not None:
+            return FollowerFetch(diverging=diverging)
+        leader_end = self.log_end_offset
+        read = self.read(fetch_offset, max_bytes, min_one_message=min_one_message,
+                         isolation=FetchIsolation.LOG_END)
+        moved = self.follower_fetched(replica_id, fetch_offset=fetch_offset,
+                                      log_start_offset=log_start_offset,
+                                      leader_end_offset=leader_end, now_ms=now_ms)
+        return FollowerFetch(slice=read, high_watermark_moved=moved,
+                             isr_change=self.maybe_expand_isr())
 
     def maybe_expand_isr(self) -> IsrChange | None:
         """The ISR plus the followers that caught up (log end at or above the high watermark

@@ -232,32 +232,29 @@ def _read_one(
     context: RequestContext, read: PartitionRead, requested: RequestedPartition,
     fetcher: Fetcher, max_bytes: int, min_one_message: bool,
 ) -> bool:
-    """Read one partition into ``read`` (Kafka's ``Partition.fetchRecords``): leadership and
-    epoch checks, a follower's diverging epoch, the read, a follower's progress. True when the
-    leader's high watermark moved."""
+    """Read one partition into ``read`` (Kafka's ``Partition.fetchRecords``); a follower's
+    through ``Partition.fetch_for_follower``. True when the leader's high watermark moved."""
     partition = read.partition
     assert partition is not None
+    if fetcher.is_follower:
+        served = partition.fetch_for_follower(
+            fetcher.replica_id, fetch_offset=requested.fetch_offset,
+            last_fetched_epoch=requested.last_fetched_epoch,
+            current_leader_epoch=requested.current_leader_epoch,
+            log_start_offset=requested.log_start_offset, max_bytes=max_bytes,
+            now_ms=context.broker.clock.milliseconds(), min_one_message=min_one_message)
+        read.slice, read.diverging = served.slice, served.diverging
+        if served.isr_change is not None:
+            context.broker.propose_isr_change(partition, served.isr_change)
+        return served.high_watermark_moved
     partition.check_current_leader_epoch(requested.current_leader_epoch)
     if fetcher.only_from_leader:
         partition.check_leader()
-    if fetcher.is_follower:
-        read.diverging = partition.diverging_epoch(requested.last_fetched_epoch,
-                                                   requested.fetch_offset)
-        if read.diverging is not None:
-            return False
-        leader_end = partition.log_end_offset
     read.slice = partition.read(requested.fetch_offset, max_bytes,
                                 min_one_message=min_one_message, isolation=fetcher.isolation)
     if read.slice is not None and fetcher.isolation is FetchIsolation.TXN_COMMITTED:
         read.aborted = _aborted(partition, requested.fetch_offset)
-    if not fetcher.is_follower:
-        return False
-    moved = partition.follower_fetched(
-        fetcher.replica_id, fetch_offset=requested.fetch_offset,
-        log_start_offset=requested.log_start_offset, leader_end_offset=leader_end,
-        now_ms=context.broker.clock.milliseconds())
-    context.broker.maybe_expand_isr(partition)
-    return moved
+    return False
 
 
 def _denied_topics(context: RequestContext, session: FetchContext, fetcher: Fetcher) -> set[str]:
