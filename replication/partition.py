@@ -261,15 +261,27 @@ class Partition:
         follower's diverges, or None when it does not (Kafka's ``readFromLog`` check)."""
         if last_fetched_epoch == UNDEFINED_EPOCH:
             return None
-        if self._empty:  # the follower has batches this leader never had: all of them diverge
-            return (UNDEFINED_EPOCH, self.log_end_offset) if fetch_offset > self.log_end_offset else None
-        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(
-            last_fetched_epoch, self.log_end_offset)
+        epoch, end_offset = self.end_offset_for_epoch(last_fetched_epoch)
         if epoch == UNDEFINED_EPOCH:  # the follower's epoch is newer than any known here
-            return self.last_fetched_epoch, self.log_end_offset
+            return self.leader_epoch, self.log_end_offset
         if epoch < last_fetched_epoch or end_offset < fetch_offset:
             return epoch, end_offset
         return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """The leader-epoch cache's ``end_offset_for``, as if the current leader epoch had been
+        written at its start (it is not, for a leader of an empty log: ``make_leader``)."""
+        cache = self.log.leader_epoch_cache
+        latest = cache.latest_epoch
+        if self.is_leader and (latest is None or latest < self.leader_epoch):
+            if epoch == self.leader_epoch:
+                return epoch, self.log_end_offset
+            if epoch > self.leader_epoch:
+                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            if latest is None:  # below the only (virtual) entry: it starts at the log end
+                return (epoch, self.log_end_offset) if epoch != UNDEFINED_EPOCH else (
+                    UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        return cache.end_offset_for(epoch, self.log_end_offset)
 
     def follower_fetched(self, replica_id: int, *, fetch_offset: int, log_start_offset: int,
                          leader_end_offset: int, now_ms: int) -> bool:
@@ -475,7 +487,7 @@ class Partition:
         self.check_current_leader_epoch(current_leader_epoch)
         if fetch_only_from_leader:
             self.check_leader()
-        return self.log.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+        return self.end_offset_for_epoch(leader_epoch)
 
     # -- roles ----------------------------------------------------------------------------------
 

@@ -119,17 +119,18 @@ def _delay_until_replicated(
     """acks=-1 with partitions whose high watermark is short of the append: a DelayedProduce
     in the produce purgatory (``replication.append``), answered when they are replicated or at
     the request's ``timeout_ms``; None when nothing needs to wait."""
-    answer: asyncio.Future[dict[TopicPartition, KafkaError | None]] = (
-        asyncio.get_running_loop().create_future())
+    answers: list[asyncio.Future[dict[TopicPartition, KafkaError | None]]] = []
 
     def done(outcomes: dict[TopicPartition, KafkaError | None]) -> None:
-        if not answer.done():
-            answer.set_result(outcomes)
+        if not answers[0].done():
+            answers[0].set_result(outcomes)
 
     operation = context.broker.appender.delay_until_replicated(
         appended, timeout_ms=max(request.timeout_ms, 0), done=done)
     if operation is None:
         return None
+    answer = asyncio.get_running_loop().create_future()
+    answers.append(answer)
     context.broker.produce_reaper.watch(operation, list(operation.required))
     return _answer_when_replicated(context, request, denied, appended, answer)
 
