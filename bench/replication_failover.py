@@ -21,9 +21,9 @@ replication factor 3, ``min.insync.replicas=2``. Each kill:
    ``bench.polling``). Either is None if not within ``FAILOVER_TIMEOUT_S``.
 5. the killed node is started again on its data and ports; ``rejoin_isr_s``: until Metadata
    lists it in the partition's ISR again. If it does not within ``REJOIN_TIMEOUT_S`` (60 s;
-   15 s with ``--quick``; a
-   broker whose followers do not fetch never rejoins), the next kill gets a new topic, so that
-   each kill starts from a full ISR; such kills say ``new_topic_after: true``.
+   15 s with ``--quick``; a broker whose followers do not fetch never rejoins), the next kill
+   gets a new topic, so that each kill starts from a full ISR; such kills say
+   ``new_topic_after: true``.
 
 Reported per configuration: min / median / p90 / p99 / max (nearest rank:
 ``bench.distribution``) of ``failover_s``, ``new_leader_s`` and ``rejoin_isr_s``, the p99 <= 10 s
