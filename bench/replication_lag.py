@@ -201,7 +201,8 @@ def summarize_lags(lags: Sequence[FollowerLag]) -> dict[str, Any]:
 @dataclass
 class LagSampler:
     """Samples every replica of every partition every ``interval_s`` in a thread, from
-    ``start`` until ``stop``. ``replicas``: partition -> node id -> partition directory."""
+    ``start`` until ``stop`` (which takes one last sample: a load shorter than the interval
+    still gets one sample at its end). ``replicas``: partition -> node id -> directory."""
 
     replicas: dict[int, dict[int, Path]]
     interval_s: float = DEFAULT_INTERVAL_S
@@ -221,12 +222,16 @@ class LagSampler:
     def _run(self, readers: dict[int, dict[int, LogEndReader]]) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
-            for partition, nodes in readers.items():
-                at_s = time.monotonic()
-                self.samples[partition].append(Sample(at_s, {
-                    node: reader.log_end_offset() for node, reader in nodes.items()}))
+            self._sample(readers)
             next_at += self.interval_s
             self._stop.wait(max(next_at - time.monotonic(), 0.0))
+        self._sample(readers)  # the last one when told to stop: the load has just ended
+
+    def _sample(self, readers: dict[int, dict[int, LogEndReader]]) -> None:
+        for partition, nodes in readers.items():
+            at_s = time.monotonic()
+            self.samples[partition].append(Sample(at_s, {
+                node: reader.log_end_offset() for node, reader in nodes.items()}))
 
     def stop(self) -> dict[int, list[Sample]]:
         self._stop.set()

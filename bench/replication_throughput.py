@@ -10,7 +10,8 @@ replication", here on one machine):
 
 The cluster (``bench.cluster_nodes``: combined nodes, default settings) is started once and
 every round runs on the same processes: a round creates its own two topics (``rep-rR`` /
-``norep-rR``), waits until Metadata names a leader for every partition, then produces
+``norep-rR``), waits until every node's Metadata names the same leader for every partition,
+then produces
 ``count`` × ``VALUE_BYTES``-byte values with one confluent-kafka producer (``linger.ms=5`` as
 ``bench.broker``; no partition given, so librdkafka's sticky partitioner spreads keyless
 records over the partitions), then reads them all back with one consumer assigned every
@@ -136,19 +137,25 @@ def create_topic(cluster: BenchCluster, topic: str, case: Case) -> dict[int, tup
 
 
 async def placement(cluster: BenchCluster, topic: str) -> dict[int, tuple[int, list[int]]] | None:
-    """Each partition's (leader, replicas) as a live node's Metadata reports them; None until
-    every partition has a leader."""
-    node = cluster_requests.client(cluster.client_ports[cluster.alive()[0]])
+    """Each partition's (leader, replicas) once every live node's Metadata names the same
+    leader for every partition (so no first produce meets a node that does not know yet);
+    None until then."""
+    views = [await _placement_on(port, topic) for port in cluster.client_ports.values()]
+    first = views[0]
+    if len(first) < PARTITIONS or any(leader < 0 for leader, _ in first.values()):
+        return None
+    return first if all(view == first for view in views) else None
+
+
+async def _placement_on(port: int, topic: str) -> dict[int, tuple[int, list[int]]]:
+    node = cluster_requests.client(port)
     try:
         response = await cluster_requests.metadata_for(node, [topic])
     finally:
         await node.close()
-    found = {partition.partition_index: (partition.leader_id, list(partition.replica_nodes))
-             for described in response.topics if described.error_code == 0
-             for partition in described.partitions}
-    if len(found) < PARTITIONS or any(leader < 0 for leader, _ in found.values()):
-        return None
-    return found
+    return {partition.partition_index: (partition.leader_id, list(partition.replica_nodes))
+            for described in response.topics if described.error_code == 0
+            for partition in described.partitions}
 
 
 def produce(servers: str, topic: str, count: int, acks: str) -> Producer:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.replication_lag import (
+    LagSampler,
     LogEndReader,
     Sample,
     follower_lags,
@@ -141,3 +142,13 @@ def test_follower_lags_at_each_sample() -> None:
     assert summary["samples"] == 6
     assert summary["records"]["max"] == 200
     assert summary["caught_up_fraction"] == round(3 / 6, 4)
+
+
+def test_the_sampler_takes_a_last_sample_when_stopped(tmp_path: Path) -> None:
+    leader, follower = tmp_path / "node-1" / "t-0", tmp_path / "node-2" / "t-0"
+    leader.mkdir(parents=True)
+    (leader / f"{0:020d}.log").write_bytes(batches([3, 4])[0])
+    sampler = LagSampler({0: {1: leader, 2: follower}}, interval_s=60.0).start()
+    samples = sampler.stop()[0]
+    assert samples and samples[-1].log_ends == {1: 7, 2: None}
+    assert [lag.records for lag in follower_lags(0, 1, samples)][-1] == 7
