@@ -118,7 +118,8 @@ def print_failover(result: dict[str, Any], console: Console, caption: str) -> No
         missing = {figure: count for figure, count in configuration["missing"].items() if count}
         if missing:
             console.print(f"session {configuration['broker_session_timeout_ms']} ms: kills "
-                          f"with no figure within {result['timeout_s']:.0f} s: {missing}")
+                          f"with no figure (failover within {result['timeout_s']:.0f} s, ISR "
+                          f"within {result['rejoin_timeout_s']:.0f} s): {missing}")
 
 
 # -- entry point ------------------------------------------------------------------------------
