@@ -4,7 +4,8 @@ needs Java 17), each comparison in interleaved rounds (``bench.rounds``).
 ``python -m bench --quick`` runs each with smaller counts; ``--rounds N`` sets the rounds of
 every comparison (5 by default). The cluster bench (``bench.cluster``: topic creations through
 the quorum, controller failover) and the Raft simulator's time compression (``bench.raft_sim``)
-run last.
+run next, then the replication bench (``bench.replication``: acks=all RF 3 against acks=1
+RF 1, the followers' lag, partition leader failover).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from bench import (
     consumer_perf,
     groups,
     raft_sim,
+    replication,
     rounds,
     scale,
     spark,
@@ -40,3 +42,4 @@ if __name__ == "__main__":
     scale.main(quick=quick)  # one node at 1k / 10k / 50k partitions (issue 18)
     cluster.main(quick=quick, rounds_count=count)
     raft_sim.main(quick=quick, rounds_count=count)
+    replication.main(quick=quick, rounds_count=count)  # issue 12
