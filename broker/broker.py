@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -29,6 +29,7 @@ from broker.group.offsets import OFFSETS_TOPIC, OffsetsConfig, OffsetStore
 from broker.meta_properties import load_cluster_id, random_uuid
 from broker.node_client import NodeClients
 from broker.purgatory_reaper import PurgatoryReaper
+from broker.replicated_answers import call_when_replicated
 from broker.replication import ReplicationService
 from broker.transaction.service import TransactionService
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
@@ -190,7 +191,12 @@ class Broker:
             replica_manager.on_role_changes.append(broker.replication.role_changed)
             replica_manager.on_local_changes.append(broker._partitions_stopped)
         replica_manager.resolve_default_config = broker._dynamic_log_config
+        broker.transactions.coordinator.after_replication = broker._after_transaction_replicated
         return broker
+
+    def _after_transaction_replicated(self, transactional_id: str, then: Callable[[], None]) -> None:
+        key = (TRANSACTION_STATE_TOPIC, self.transactions.state_log.partition_for(transactional_id))
+        call_when_replicated(self, key, then)
 
     def startup(self) -> None:
         """Load logs, replay metadata, open partitions (synchronous: before serving). The

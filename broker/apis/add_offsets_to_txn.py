@@ -14,10 +14,11 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else GROUP_AUTHORIZAT
 
 from __future__ import annotations
 
-from broker.apis import ApiSpec, RequestContext, register
+from broker.apis import ApiSpec, HandlerResult, RequestContext, register
 from broker.auth import authorize
 from broker.auth.acl import AclOperation, ResourceType
 from broker.group.offsets import OFFSETS_TOPIC
+from broker.replicated_answers import answer_when_replicated, transaction_partition
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
@@ -25,7 +26,7 @@ from protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnRespons
 PRODUCER_FENCED_VERSION = 2
 
 
-def handle(context: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+def handle(context: RequestContext, request: AddOffsetsToTxnRequest) -> HandlerResult:
     if not authorize(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
@@ -37,7 +38,9 @@ def handle(context: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffse
     )
     if error is ErrorCode.PRODUCER_FENCED and context.api_version < PRODUCER_FENCED_VERSION:
         error = ErrorCode.INVALID_PRODUCER_EPOCH
-    return AddOffsetsToTxnResponse(error_code=error)
+    return answer_when_replicated(
+        broker, transaction_partition(context, request.transactional_id),
+        AddOffsetsToTxnResponse(error_code=error), lambda code: AddOffsetsToTxnResponse(error_code=code))
 
 
 def error_response(request: AddOffsetsToTxnRequest, error: KafkaError) -> AddOffsetsToTxnResponse:

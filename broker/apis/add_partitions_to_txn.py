@@ -27,10 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from broker.apis import ApiSpec, RequestContext, register
+from broker.apis import ApiSpec, HandlerResult, RequestContext, register
 from broker.auth import authorize, authorize_cluster, filter_authorized
 from broker.auth.acl import AclOperation, ResourceType
-from protocol.errors import ClusterAuthorizationFailedError, ErrorCode, KafkaError
+from broker.replicated_answers import answer_when_replicated, transaction_partition
+from protocol.errors import ClusterAuthorizationFailedError, ErrorCode, KafkaError, error_for_code
 from protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
@@ -50,7 +51,7 @@ PRODUCER_FENCED_VERSION = 2
 TopicPartition = tuple[str, int]
 
 
-def handle(context: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+def handle(context: RequestContext, request: AddPartitionsToTxnRequest) -> HandlerResult:
     if context.api_version < BATCHED_VERSION:
         transaction = AddPartitionsToTxnTransaction(
             transactional_id=request.v3_and_below_transactional_id,
@@ -59,7 +60,10 @@ def handle(context: RequestContext, request: AddPartitionsToTxnRequest) -> AddPa
             topics=request.v3_and_below_topics,
         )
         result = _handle_one(context, transaction)
-        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=result.topic_results)
+        return answer_when_replicated(
+            context.broker, transaction_partition(context, transaction.transactional_id),
+            AddPartitionsToTxnResponse(results_by_topic_v3_and_below=result.topic_results),
+            lambda code: error_response(request, error_for_code(code)()))
     if not authorize_cluster(context, AclOperation.CLUSTER_ACTION):
         return error_response(request, ClusterAuthorizationFailedError())
     return AddPartitionsToTxnResponse(

@@ -19,9 +19,10 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from broker.apis import ApiSpec, RequestContext, register
+from broker.apis import ApiSpec, HandlerResult, RequestContext, register
 from broker.auth import authorize
 from broker.auth.acl import AclOperation, ResourceType
+from broker.replicated_answers import answer_when_replicated, transaction_partition
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.end_txn_request import EndTxnRequest
 from protocol.messages.end_txn_response import EndTxnResponse
@@ -29,7 +30,7 @@ from protocol.messages.end_txn_response import EndTxnResponse
 PRODUCER_FENCED_VERSION = 2
 
 
-def handle(context: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+def handle(context: RequestContext, request: EndTxnRequest) -> HandlerResult:
     if not authorize(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     result = context.broker.transactions.coordinator.end_transaction(
@@ -39,9 +40,12 @@ def handle(context: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     error = result.error
     if error is ErrorCode.PRODUCER_FENCED and context.api_version < PRODUCER_FENCED_VERSION:
         error = ErrorCode.INVALID_PRODUCER_EPOCH
-    return EndTxnResponse(
+    response = EndTxnResponse(
         error_code=error, producer_id=result.producer_id, producer_epoch=result.producer_epoch
     )
+    return answer_when_replicated(
+        context.broker, transaction_partition(context, request.transactional_id), response,
+        lambda code: EndTxnResponse(error_code=code))
 
 
 def error_response(request: EndTxnRequest, error: KafkaError) -> EndTxnResponse:

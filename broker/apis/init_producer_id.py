@@ -27,9 +27,10 @@ cluster or WRITE on some topic (Kafka 4), else CLUSTER_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from broker.apis import ApiSpec, RequestContext, register
+from broker.apis import ApiSpec, HandlerResult, RequestContext, register
 from broker.auth import authorize, authorize_by_resource_type, authorize_cluster
 from broker.auth.acl import AclOperation, ResourceType
+from broker.replicated_answers import answer_when_replicated, transaction_partition
 from protocol.errors import (
     ClusterAuthorizationFailedError,
     ErrorCode,
@@ -43,7 +44,7 @@ from protocol.messages.init_producer_id_response import InitProducerIdResponse
 PRODUCER_FENCED_VERSION = 4
 
 
-def handle(context: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+def handle(context: RequestContext, request: InitProducerIdRequest) -> HandlerResult:
     if request.transactional_id == "":
         return error_response(request, InvalidRequestError("empty transactional id"))
     if (request.producer_id == -1) != (request.producer_epoch == -1):
@@ -63,7 +64,7 @@ def handle(context: RequestContext, request: InitProducerIdRequest) -> InitProdu
 
 def _transactional(
     context: RequestContext, request: InitProducerIdRequest, transactional_id: str
-) -> InitProducerIdResponse:
+) -> HandlerResult:
     expected = None
     if request.producer_id != -1:
         expected = (request.producer_id, request.producer_epoch)
@@ -73,9 +74,12 @@ def _transactional(
     error = result.error
     if error is ErrorCode.PRODUCER_FENCED and context.api_version < PRODUCER_FENCED_VERSION:
         error = ErrorCode.INVALID_PRODUCER_EPOCH
-    return InitProducerIdResponse(
+    response = InitProducerIdResponse(
         error_code=error, producer_id=result.producer_id, producer_epoch=result.producer_epoch
     )
+    return answer_when_replicated(
+        context.broker, transaction_partition(context, transactional_id), response,
+        lambda code: InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1))
 
 
 def error_response(request: InitProducerIdRequest, error: KafkaError) -> InitProducerIdResponse:

@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import logging
 
-from broker.apis import ApiSpec, RequestContext, register
+from broker.apis import ApiSpec, HandlerResult, RequestContext, register
 from broker.auth import authorize, filter_authorized
 from broker.auth.acl import AclOperation, ResourceType
 from broker.group.offsets import (
+    OFFSETS_TOPIC,
     OffsetAndMetadata,
     coordinator_error_code,
     validate_offset_commit,
 )
+from broker.replicated_answers import answer_when_replicated
 from protocol.errors import ErrorCode, KafkaError, UnknownServerError
 from protocol.messages.offset_commit_request import (
     OffsetCommitRequest,
@@ -51,7 +53,7 @@ DEFAULT_RETENTION_TIME_MS = -1
 INT64_MAX = 2**63 - 1
 
 
-def handle(context: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+def handle(context: RequestContext, request: OffsetCommitRequest) -> HandlerResult:
     broker = context.broker
     if not authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -90,7 +92,9 @@ def handle(context: RequestContext, request: OffsetCommitRequest) -> OffsetCommi
             )
         response.topics.append(answers)
     _store(context, request.group_id, accepted, response)
-    return response
+    key = (OFFSETS_TOPIC, broker.offset_store.partition_for(request.group_id))
+    return answer_when_replicated(broker, key, response,
+                                  lambda code: error_response(request, code))
 
 
 def _check(context: RequestContext, known: bool, partition: OffsetCommitRequestPartition) -> int:

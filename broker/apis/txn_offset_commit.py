@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import logging
 
-from broker.apis import ApiSpec, RequestContext, register
+from broker.apis import ApiSpec, HandlerResult, RequestContext, register
 from broker.auth import authorize, filter_authorized
 from broker.auth.acl import AclOperation, ResourceType
 from broker.group.offsets import OFFSETS_TOPIC, OffsetAndMetadata, coordinator_error_code
 from broker.group.values import GroupState
+from broker.replicated_answers import answer_when_replicated
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequest,
@@ -54,7 +55,7 @@ LOAD_IN_PROGRESS_VERSION = 2
 TRANSACTION_ABORTABLE_VERSION = 4
 
 
-def handle(context: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+def handle(context: RequestContext, request: TxnOffsetCommitRequest) -> HandlerResult:
     if not authorize(context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not authorize(context, AclOperation.READ, ResourceType.GROUP, request.group_id):
@@ -89,7 +90,9 @@ def handle(context: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffse
                 partition_index=partition.partition_index, error_code=code))
         response.topics.append(answers)
     _store(context, request, accepted, response)
-    return response
+    key = (OFFSETS_TOPIC, context.broker.offset_store.partition_for(request.group_id))
+    return answer_when_replicated(context.broker, key, response,
+                                  lambda code: error_response(request, code))
 
 
 def _verify_transaction(context: RequestContext, request: TxnOffsetCommitRequest) -> ErrorCode | None:

@@ -129,6 +129,10 @@ class TransactionCoordinator:
         self._partition_for = partition_for
         # the __transaction_state partitions served here (``broker.coordinator_partitions``)
         self.partitions = CoordinatorPartitions(owns_all=owns_all)
+        # Run the second argument once the id's last state-log write is replicated (set by the
+        # broker: ``broker.replicated_answers.call_when_replicated``); at once by default.
+        self.after_replication: Callable[[str, Callable[[], None]], None] = (
+            lambda _transactional_id, then: then())
 
     def _now_ms(self) -> int:
         return self._clock.milliseconds()
@@ -288,8 +292,16 @@ class TransactionCoordinator:
         if error is not ErrorCode.NONE:
             txn.has_failed_epoch_fence = txn.has_failed_epoch_fence or fencing
             return EndTxnResult(error)
-        self._send_markers(txn)
+        # Markers only once PrepareCommit/PrepareAbort is replicated: a coordinator elected
+        # after a failover must know the outcome of every transaction whose markers exist.
+        self.after_replication(txn.transactional_id, lambda: self._send_markers_if_preparing(txn))
         return EndTxnResult(ErrorCode.NONE, txn.producer_id, txn.producer_epoch)
+
+    def _send_markers_if_preparing(self, txn: TransactionMetadata) -> None:
+        if (txn.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)
+                and not txn.pending_transition_in_progress
+                and self.transactions.get(txn.transactional_id) is txn):
+            self._send_markers(txn)
 
     def _prepare_end(
         self, txn: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
