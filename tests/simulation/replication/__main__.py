@@ -24,18 +24,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.disable(logging.WARNING)  # the storage layer's truncation warnings: in the trace
     seeds = parse_seeds(arguments.seeds) if arguments.seeds else range(arguments.seed,
                                                                        arguments.seed + 1)
-    partition_class = broken.partition_class(arguments.variant)
     options = [ReplicationOptions(seed, arguments.brokers, arguments.partitions,
                                   arguments.sim_seconds, parse_faults(arguments.faults),
                                   arguments.variant) for seed in seeds]
     if len(options) == 1:
-        result = run_seed(options[0], partition_class)
+        result = run_seed(options[0])
         print(result.failure.report() if result.failure else result.summary())
         return 0 if result.ok else 1
     failed: list[SimulationResult] = []
     started = time.perf_counter()
     for count, each in enumerate(options, 1):
-        result = run_seed(each, partition_class)
+        result = run_seed(each)
         if not result.ok:
             failed.append(result)
         if count % 50 == 0 or count == len(options):

@@ -11,6 +11,15 @@ Each is a subclass of the real ``Partition`` used by the simulator only, never p
   commits it (KIP-497's pending ISR ignored): the high watermark moves on without a replica the
   controller still counts in the ISR, which may be elected without the records.
 
+And one broken *shell* (``shell.BrokerShell(forget_pending_isr=True)``):
+
+- ``forget-pending-isr``: every failed or unanswered AlterPartition reverts the leader to its
+  committed ISR (``isr_change_failed``), as ``broker.replication`` did when this simulator was
+  written. An expansion whose answer is lost may have been committed: the leader then counts
+  the high watermark without a replica the controller has in the ISR, and electing that
+  replica loses records below the old high watermark (seed 3 of the default options found it).
+  Kafka reverts only on INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED and retries lost requests.
+
 ``CATCHES`` names the invariant expected for each variant.
 """
 
@@ -56,14 +65,20 @@ VARIANTS: dict[str, Callable[..., Partition]] = {
     "truncate-to-hw": TruncateToHighWatermark,
     "hw-ignores-isr": HighWatermarkIgnoresIsr,
     "no-pending-isr": NoPendingIsr,
+    "forget-pending-isr": Partition,  # the shell is broken, not the partition
 }
 
 CATCHES = {
     "truncate-to-hw": "AcknowledgedRecordsKept",
     "hw-ignores-isr": "AcknowledgedRecordsKept",
     "no-pending-isr": "AcknowledgedRecordsKept",
+    "forget-pending-isr": "ConsistentCommittedData",
 }
 
 
 def partition_class(variant: str) -> Callable[..., Partition]:
     return Partition if variant == "real" else VARIANTS[variant]
+
+
+def forgets_pending_isr(variant: str) -> bool:
+    return variant == "forget-pending-isr"

@@ -14,8 +14,10 @@ and the Fetch / Produce handlers do in the daemon, over the simulated network an
   daemon's Fetch handler calls); nothing to read parks it until an append or
   ``replica.fetch.wait.max.ms`` (then it is served again: Kafka's ``DelayedFetch``). ISR changes
   go to the controller (AlterPartition v3, with broker epochs from the image) and the answer to
-  ``isr_committed`` / ``isr_change_failed`` (a refused one waits before it is proposed again);
-  ``maybe_shrink_isr`` runs every ``replica.lag.time.max.ms`` / 2. A Produce is
+  ``isr_committed``; as Kafka's ``Partition.handleAlterPartitionError``, only INELIGIBLE_REPLICA
+  / OPERATION_NOT_ATTEMPTED revert it (``isr_change_failed``, then a pause before the next
+  proposal), other errors leave it pending until the image settles it, and an unanswered
+  request is sent again; ``maybe_shrink_isr`` runs every ``replica.lag.time.max.ms`` / 2. A Produce is
   ``append_as_leader(required_acks=-1)``, then waits (``DelayedProduce``) until
   ``enough_replicas`` says done, checked after every event that may move the high watermark,
   or until its timeout (REQUEST_TIMED_OUT).
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 CONTROLLER = 100
 REPLICA_FETCH_MAX_BYTES = 1 << 20  # replica.fetch.max.bytes
 ISR_REFUSED_BACKOFF_MS = 1000 // 20  # broker.replication's REFUSED_BACKOFF_S, scaled
+_NOT_APPLIED = {ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED}
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,11 @@ class ProduceAnswer:
 
 
 class BrokerShell:
-    def __init__(self, simulation: Simulation) -> None:
+    def __init__(self, simulation: Simulation, *, forget_pending_isr: bool = False) -> None:
         self.sim = simulation
+        # broken.py's "forget-pending-isr": every failed or unanswered AlterPartition reverts
+        # to the committed ISR (what broker.replication did when this simulator was written).
+        self.forget_pending_isr = forget_pending_isr
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -279,42 +285,69 @@ class BrokerShell:
     def propose_isr(self, broker: SimBroker, partition: Partition, change: IsrChange) -> None:
         process = broker.process
         assert process is not None
-        index = partition.partition
-        if self.sim.now_ms < process.isr_refused_until.get(index, 0):
+        if self.sim.now_ms < process.isr_refused_until.get(partition.partition, 0):
             partition.isr_change_failed()
             return
+        self.sim.note("propose-isr", broker.broker_id, partition, list(change.new_isr))
+        self._send_isr(broker, partition, change)
+
+    def _send_isr(self, broker: SimBroker, partition: Partition, change: IsrChange) -> None:
+        process = broker.process
+        assert process is not None
         brokers = process.image.brokers
-        members = [BrokerState(broker_id=b, broker_epoch=(
-            -1 if brokers.get(b) is None else brokers.get(b).epoch)) for b in change.new_isr]  # type: ignore[union-attr]
+        members = []
+        for broker_id in change.new_isr:
+            registration = brokers.get(broker_id)
+            members.append(BrokerState(broker_id=broker_id, broker_epoch=(
+                -1 if registration is None else registration.epoch)))
         request = AlterPartitionRequest(
             broker_id=broker.broker_id, broker_epoch=process.broker_epoch,
             topics=[TopicData(topic_id=partition.topic_id, partitions=[PartitionData(
-                partition_index=index, leader_epoch=change.leader_epoch,
+                partition_index=partition.partition, leader_epoch=change.leader_epoch,
                 new_isr_with_epochs=members, partition_epoch=change.partition_epoch)])])
-        self.sim.note("propose-isr", broker.broker_id, partition, list(change.new_isr))
         self.sim.call(broker.broker_id, CONTROLLER, "alter_partition", request,
-                      partial(self._isr_answered, broker, partition))
+                      partial(self._isr_answered, broker, partition, change))
 
-    def _isr_answered(self, broker: SimBroker, partition: Partition, answer: Any) -> None:
+    def _isr_answered(self, broker: SimBroker, partition: Partition, change: IsrChange,
+                      answer: Any) -> None:
+        """Kafka's ``Partition.handleAlterPartitionError``: only a refusal that says the change
+        was not applied (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED) reverts to the committed
+        ISR; other errors keep the change pending until the image settles it; an unanswered
+        request is sent again (Kafka's ``AlterPartitionManager`` retries), since the controller
+        may have committed it."""
         process = broker.process
         assert process is not None
-        if process.partitions.get(partition.partition) is not partition:
-            return
+        if (process.partitions.get(partition.partition) is not partition
+                or partition.isr_state.pending != change):
+            return  # settled meanwhile (by the image, or a role change)
         code, results = answer if answer is not None else (ErrorCode.REQUEST_TIMED_OUT, [])
         if code != ErrorCode.NONE or not results:
-            partition.isr_change_failed()
+            if self.forget_pending_isr:
+                partition.isr_change_failed()
+                return
+            self.sim.on_broker(self.sim.now_ms + REPLICA_FETCH_BACKOFF_MS, broker,
+                               self._resend_isr, partition, change)
             return
         result = results[0]
         if result.error_code != ErrorCode.NONE or result.partition is None:
             self.sim.note("isr-refused", broker.broker_id, partition,
                           ErrorCode(result.error_code).name)
-            partition.isr_change_failed()
-            process.isr_refused_until[partition.partition] = self.sim.now_ms + ISR_REFUSED_BACKOFF_MS
+            if self.forget_pending_isr or result.error_code in _NOT_APPLIED:
+                partition.isr_change_failed()
+                process.isr_refused_until[partition.partition] = (
+                    self.sim.now_ms + ISR_REFUSED_BACKOFF_MS)
             return
         state = result.partition
         if partition.isr_committed(leader_epoch=state.leader_epoch,
                                    partition_epoch=state.partition_epoch, isr=tuple(state.isr)):
             self.check_delayed_produces(broker, partition)
+
+    def _resend_isr(self, broker: SimBroker, partition: Partition, change: IsrChange) -> None:
+        process = broker.process
+        assert process is not None
+        if (process.partitions.get(partition.partition) is partition and partition.is_leader
+                and partition.isr_state.pending == change):
+            self._send_isr(broker, partition, change)
 
     # -- the leader: produce ----------------------------------------------------------------
 

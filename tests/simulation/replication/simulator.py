@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from protocol.errors import ErrorCode
-from replication.partition import Partition
 from tests.simulation.cluster import InvariantViolation
 from tests.simulation.network import Network, random_partition
 from tests.simulation.network import Partition as NetworkPartition
+from tests.simulation.replication import broken
 from tests.simulation.replication.broker import SimBroker, SimClock
 from tests.simulation.replication.client import CLIENT, Client
 from tests.simulation.replication.controller import ControllerModel
@@ -104,8 +104,7 @@ class SimulationResult:
 
 
 class Simulation:
-    def __init__(self, options: ReplicationOptions,
-                 partition_class: Callable[..., Partition] | None = None) -> None:
+    def __init__(self, options: ReplicationOptions) -> None:
         self.options = options
         seed = options.seed
         self.network = Network(random.Random(f"{seed}/network"), options.faults, codec=False)
@@ -115,13 +114,13 @@ class Simulation:
         self.clock = SimClock()
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.root = Path(tempfile.mkdtemp(prefix=f"samsa-rsim-{seed}-", dir=shm))
-        self.brokers = {broker_id: SimBroker(broker_id, self.root, self.clock,
-                                             partition_class or Partition)
+        partition_class = broken.partition_class(options.variant)
+        self.brokers = {broker_id: SimBroker(broker_id, self.root, self.clock, partition_class)
                         for broker_id in range(options.brokers)}
         self.controller = ControllerModel(list(self.brokers), options.partitions,
                                           random.Random(f"{seed}/controller"))
         self.invariants = Invariants(options.partitions)
-        self.shell = BrokerShell(self)
+        self.shell = BrokerShell(self, forget_pending_isr=broken.forgets_pending_isr(options.variant))
         self.client = Client(self, options.partitions)
         self.result = SimulationResult(options)
         self._queue: list[tuple[int, int, Callable[..., bool | None], tuple[Any, ...]]] = []
@@ -487,9 +486,9 @@ class Simulation:
         return "\n".join(lines)
 
 
-def run_seed(options: ReplicationOptions,
-             partition_class: Callable[..., Partition] | None = None) -> SimulationResult:
-    return Simulation(options, partition_class).run()
+def run_seed(options: ReplicationOptions) -> SimulationResult:
+    """Run one seed; ``options.variant`` picks a broken partition or shell (``broken``)."""
+    return Simulation(options).run()
 
 
 def _short(item: Any, limit: int = 200) -> str:
