@@ -37,8 +37,11 @@ class TruncateToHighWatermark(Partition):
         self.truncate_to(target)
         return target
 
-    def make_follower(self, **arguments: object) -> bool:  # type: ignore[override]
-        changed = super().make_follower(**arguments)  # type: ignore[arg-type]
+    def make_follower(self, *, leader_id: int, leader_epoch: int, replicas: tuple[int, ...],
+                      isr: tuple[int, ...], partition_epoch: int = 0, now_ms: int = 0) -> bool:
+        changed = super().make_follower(leader_id=leader_id, leader_epoch=leader_epoch,
+                                        replicas=replicas, isr=isr,
+                                        partition_epoch=partition_epoch, now_ms=now_ms)
         if changed and self.leader_id >= 0:
             self.truncate_to(min(self.high_watermark, self.log_end_offset))
         return changed

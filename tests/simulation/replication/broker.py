@@ -214,9 +214,8 @@ def cut_unflushed_tail(directory: Path, recovery_point: int) -> None:
         if not stem.isdigit():
             continue
         base = int(stem)
-        if suffix == "snapshot" and base > recovery_point:
-            os.unlink(directory / name)
-        elif suffix != "snapshot" and base > holding:
+        beyond = base > recovery_point if suffix == "snapshot" else base > holding
+        if beyond:
             os.unlink(directory / name)
     path = directory / f"{holding:020d}.log"
     with open(path, "r+b") as file:

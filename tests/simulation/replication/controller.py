@@ -110,7 +110,7 @@ class ControllerModel:
         return HeartbeatAnswer(ErrorCode.NONE, plan.is_fenced)
 
     def fence_stale_brokers(self, now_ms: int) -> list[int]:
-        fenced = []
+        fenced: list[int] = []
         while True:
             broker_id, records = plan_fence_stale_broker(self.image, self.heartbeats, now_ms)
             if broker_id is None:

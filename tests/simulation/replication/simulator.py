@@ -41,7 +41,7 @@ from tests.simulation.network import Network, random_partition
 from tests.simulation.network import Partition as NetworkPartition
 from tests.simulation.replication import broken
 from tests.simulation.replication.broker import SimBroker, SimClock
-from tests.simulation.replication.client import CLIENT, Client
+from tests.simulation.replication.client import Client
 from tests.simulation.replication.controller import ControllerModel
 from tests.simulation.replication.invariants import Invariants
 from tests.simulation.replication.options import (
