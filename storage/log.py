@@ -594,6 +594,10 @@ class Log:
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
+            # Nothing to cut, but an epoch a leader assigned at its log end and never wrote a
+            # batch of goes (Kafka's truncateTo): else a follower keeps sending it as its last
+            # fetched epoch and the leader answers the same diverging epoch for ever.
+            self._guard(lambda: self.leader_epoch_cache.truncate_from_end(self.log_end_offset))
             return False
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
