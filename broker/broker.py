@@ -165,6 +165,7 @@ class Broker:
                 controller=controller, offset_store=offset_store,
                 offsets_partition_loading=group_coordinator.is_loading, appender=appender,
                 replication_factor=config.kraft.transaction_state_log_replication_factor if kraft else 1,
+                min_insync_replicas=config.kraft.transaction_state_log_min_isr if kraft else None,
                 owns_all=not kraft,
             ),
             appender=appender,

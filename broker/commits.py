@@ -81,12 +81,16 @@ def refusal(proposal: Proposal[Any], what: str) -> KafkaError | None:
 
 def create_internal_topic(
     controller: Controller, name: str, *, num_partitions: int, segment_bytes: int,
-    replication_factor: int = 1,
+    replication_factor: int = 1, min_insync_replicas: int | None = None,
 ) -> None:
-    """Create the compacted internal topic ``name`` unless it exists; raises a refusal."""
+    """Create the compacted internal topic ``name`` unless it exists; raises a refusal.
+    ``min_insync_replicas``: the topic's ``min.insync.replicas`` (``__transaction_state``:
+    ``transaction.state.log.min.isr`` in a cluster, as Kafka creates it)."""
     if name in controller.image.topics_by_name:
         return
     configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+    if min_insync_replicas is not None:
+        configs["min.insync.replicas"] = str(min_insync_replicas)
     proposal = controller.create_topics([NewTopic(
         name, num_partitions=num_partitions, replication_factor=replication_factor,
         configs=configs)])[0]

@@ -8,8 +8,11 @@ ISR changes: ``Partition.maybe_expand_isr`` (after a follower's Fetch) and
 partition; ``submit`` queues it and one sender task sends what is queued as one AlterPartition
 (v3: each ISR member with its broker epoch from the metadata image) to the controller through
 the quorum's controller channel. The answer goes back to each partition (``isr_committed``,
-then the delayed produces on it are checked; or ``isr_change_failed``). No controller or no
-answer: every change in the request fails and is proposed again by the next check. A change is
+then the delayed produces on it are checked; ``isr_change_failed`` only when the controller
+says it did not make the change). No controller or no answer: the changes stay pending and
+are sent again (the controller may have committed one whose answer was lost: forgetting it
+would let the high watermark move without a replica the controller counts in the ISR — the
+replication simulator's seed 3 with ``--variant forget-pending-isr``). A change is
 proposed only by the leader of the epoch it names; the controller refuses a stale one
 (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION) and the image then brings the truth.
 
@@ -121,19 +124,20 @@ class ReplicationService:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _send(self, batch: dict[tuple[str, int], tuple[Partition, IsrChange]]) -> bool:
+        """Send ``batch``; False (and the changes queued again) when no answer came."""
         quorum = self.broker.quorum
         controller_id = None if quorum is None else quorum.leader_id
         if quorum is None or controller_id is None:
-            self._fail_all(batch, "no active controller")
+            self._resend(batch, "no active controller")
             return False
         try:
             response = await quorum.controller_channel.send(controller_id, self._request(batch))
         except (NodeClientError, UnsupportedVersionError, DecodeError) as error:
-            self._fail_all(batch, str(error))
+            self._resend(batch, str(error))
             return False
         assert isinstance(response, AlterPartitionResponse)
         if response.error_code != ErrorCode.NONE:
-            self._fail_all(batch, ErrorCode(response.error_code).name)
+            self._resend(batch, ErrorCode(response.error_code).name)
             return False
         self._answered(batch, response)
         return True
@@ -156,33 +160,50 @@ class ReplicationService:
 
     def _answered(self, batch: dict[tuple[str, int], tuple[Partition, IsrChange]],
                   response: AlterPartitionResponse) -> None:
+        """Each partition's answer (Kafka's ``handleAlterPartitionError``): committed -> adopt
+        the ISR; INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED -> the change was not made:
+        forget it (and do not propose again for a moment); NOT_CONTROLLER (the controller is
+        behind) -> send again; any other refusal (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
+        ...) -> keep it pending until the metadata image brings the partition's new state
+        (the controller may have committed something this leader has not seen)."""
         names = {partition.topic_id: key[0] for key, (partition, _) in batch.items()}
         moved = []
         for topic in response.topics:
             name = topic.topic_name or names.get(topic.topic_id, "")
             for data in topic.partitions:
-                entry = batch.pop((name, data.partition_index), None)
+                key = (name, data.partition_index)
+                entry = batch.pop(key, None)
                 if entry is None:
                     continue
                 partition, change = entry
-                if data.error_code != ErrorCode.NONE:
-                    logger.info("%s-%d: ISR change to %s refused: %s", name, data.partition_index,
-                                list(change.new_isr), ErrorCode(data.error_code).name)
-                    partition.isr_change_failed()
-                    self._refused_until[(name, data.partition_index)] = (
-                        time.monotonic() + REFUSED_BACKOFF_S)
+                error = data.error_code
+                if error == ErrorCode.NONE:
+                    if partition.isr_committed(leader_epoch=data.leader_epoch,
+                                               partition_epoch=data.partition_epoch,
+                                               isr=tuple(data.isr)):
+                        moved.append(key)
                     continue
-                if partition.isr_committed(leader_epoch=data.leader_epoch,
-                                           partition_epoch=data.partition_epoch,
-                                           isr=tuple(data.isr)):
-                    moved.append((name, data.partition_index))
-        self._fail_all(batch, "no answer for the partition")
+                logger.info("%s-%d: ISR change to %s refused: %s", name, data.partition_index,
+                            list(change.new_isr), ErrorCode(error).name)
+                if error in (ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED):
+                    partition.isr_change_failed()
+                    self._refused_until[key] = time.monotonic() + REFUSED_BACKOFF_S
+                elif error == ErrorCode.NOT_CONTROLLER:
+                    self._resend({key: entry}, "the controller is behind")
+        self._resend(batch, "no answer for the partition")
         if moved:
             self.broker.high_watermarks_moved(moved)
 
-    @staticmethod
-    def _fail_all(batch: dict[tuple[str, int], tuple[Partition, IsrChange]], reason: str) -> None:
-        for (name, index), (partition, change) in batch.items():
-            logger.info("%s-%d: ISR change to %s failed: %s", name, index, list(change.new_isr),
-                        reason)
-            partition.isr_change_failed()
+    def _resend(self, batch: dict[tuple[str, int], tuple[Partition, IsrChange]],
+                reason: str) -> None:
+        """No answer: the controller may or may not have committed the change, so it stays
+        pending (the high watermark keeps counting the maximal ISR) and is sent again — unless
+        the partition moved on meanwhile (a new image, another change)."""
+        for key, (partition, change) in batch.items():
+            if partition.isr_state.pending != change or not partition.is_leader:
+                continue
+            logger.info("%s-%d: ISR change to %s not answered (%s): sending it again", *key,
+                        list(change.new_isr), reason)
+            self._queued.setdefault(key, (partition, change))
+        if self._queued:
+            self._wake.set()

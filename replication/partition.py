@@ -364,7 +364,10 @@ class Partition:
         return self.maybe_advance_high_watermark()
 
     def isr_change_failed(self) -> None:
-        """The AlterPartition was refused or lost; the next check proposes again."""
+        """The controller says it did not make the change (INELIGIBLE_REPLICA,
+        OPERATION_NOT_ATTEMPTED): forget it; the next check proposes again. Never for a lost
+        answer: the change may be committed, so it stays pending until an answer or the
+        image says."""
         self.isr_state.failed()
 
     # -- following ------------------------------------------------------------------------------

@@ -68,6 +68,7 @@ class TransactionService:
         offsets_partition_loading: Callable[[int], bool] | None = None,
         appender: ReplicaAppender,
         replication_factor: int = 1,
+        min_insync_replicas: int | None = None,
         owns_all: bool = True,
     ) -> TransactionService:
         state_log = TransactionStateLog(
@@ -76,6 +77,7 @@ class TransactionService:
             num_partitions=config.transaction_state_log_num_partitions,
             segment_bytes=config.transaction_state_log_segment_bytes,
             clock=clock, appender=appender, replication_factor=replication_factor,
+            min_insync_replicas=min_insync_replicas,
         )
         markers = PartitionMarkerWriter(
             replica_manager, appender,

@@ -150,6 +150,7 @@ class TransactionStateLog:
     def __init__(
         self, replica_manager: ReplicaManager, controller: Controller, *, num_partitions: int,
         segment_bytes: int, clock: Clock, appender: ReplicaAppender, replication_factor: int = 1,
+        min_insync_replicas: int | None = None,
     ) -> None:
         self.replica_manager = replica_manager
         self.controller = controller
@@ -157,6 +158,7 @@ class TransactionStateLog:
         self.num_partitions = num_partitions
         self.segment_bytes = segment_bytes
         self.replication_factor = replication_factor  # 1 on a single node
+        self.min_insync_replicas = min_insync_replicas  # transaction.state.log.min.isr (cluster)
         self.clock = clock
 
     def partition_for(self, transactional_id: str) -> int:
@@ -192,7 +194,8 @@ class TransactionStateLog:
         COORDINATOR_NOT_AVAILABLE until the creation is committed)."""
         create_internal_topic(self.controller, TRANSACTION_STATE_TOPIC,
                               num_partitions=self.num_partitions, segment_bytes=self.segment_bytes,
-                              replication_factor=self.replication_factor)
+                              replication_factor=self.replication_factor,
+                              min_insync_replicas=self.min_insync_replicas)
 
     def _partition(self, index: int) -> Partition:
         self.ensure_topic()

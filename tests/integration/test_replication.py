@@ -10,13 +10,19 @@ the protocol (or the followers' files) with a deadline.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.node_client import NodeClient
+from protocol.errors import ErrorCode
+from protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+from protocol.messages.produce_response import ProduceResponse
+from protocol.records import Record, encode_batch
 from tests.integration.cluster_nodes import ClusterNodes, wait_until
 from tests.integration.test_cluster import admin_for, formed
 
@@ -158,25 +164,35 @@ def test_a_killed_leaders_acknowledged_records_survive(cluster_nodes) -> None:
                timeout_s=30, what="the restarted broker holding the new leader's batches")
 
 
-def test_a_produce_to_a_follower_is_refused(cluster_nodes) -> None:
+def raw_produce(port: int, topic: str, *, acks: int) -> int:
+    """One Produce v9 of one record to ``topic``-0 at the node on ``port``: its error code."""
+    async def ask() -> int:
+        client = NodeClient("127.0.0.1", port, client_id="test", request_timeout_ms=10000)
+        try:
+            batch = encode_batch([Record(offset=0, timestamp=0, key=None, value=b"x")])
+            request = ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[TopicProduceData(
+                name=topic, partition_data=[PartitionProduceData(index=0, records=batch)])])
+            response = await client.send(request, version=9)
+            assert isinstance(response, ProduceResponse)
+            return response.responses[0].partition_responses[0].error_code
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def test_only_the_leader_takes_produce_and_list_offsets(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
     cluster = cluster_nodes(3)
     formed(cluster)
     admin = admin_for(cluster, 1, 2, 3)
     create_topic(admin, "led")
     leader, _ = partition_state(admin, "led")
-    follower = next(n for n in (1, 2, 3) if n != leader)
-    from kafka import KafkaProducer  # kafka-python: one broker, no metadata refresh to the leader
-
-    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{cluster.client_ports[follower]}",
-                             acks="all", retries=0, max_block_ms=10000)
-    try:
-        future = producer.send("led", b"x", partition=0)
-        try:
-            metadata = future.get(timeout=30)
-        except Exception as error:  # noqa: BLE001 - kafka-python's error types vary by version
-            assert "NotLeader" in type(error).__name__ or "NOT_LEADER" in str(error)
-        else:  # it found the leader through Metadata: the record is on the leader
-            assert metadata.offset == 0
+    for node_id in (1, 2, 3):
+        expected = ErrorCode.NONE if node_id == leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        for acks in (1, -1):
+            assert raw_produce(cluster.client_ports[node_id], "led", acks=acks) == expected
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g"})
+    try:  # the client follows Metadata to the leader: both records, nothing else
+        assert consumer.get_watermark_offsets(TopicPartition("led", 0), timeout=10) == (0, 2)
     finally:
-        producer.close()
-    assert KafkaException  # imported for the callers' error types
+        consumer.close()
