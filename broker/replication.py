@@ -90,7 +90,7 @@ class ReplicationService:
         refused_until = self._refused_until.get(key)
         if refused_until is not None:
             if time.monotonic() < refused_until:  # refused a moment ago: not again yet
-                partition.isr_change_failed()
+                partition.isr_change_failed(change)
                 return
             del self._refused_until[key]
         logger.info("%s-%d: proposing ISR %s (was %s, leader epoch %d, partition epoch %d)",
@@ -168,7 +168,7 @@ class ReplicationService:
                 if data.error_code != ErrorCode.NONE:
                     logger.info("%s-%d: ISR change to %s refused: %s", name, data.partition_index,
                                 list(change.new_isr), ErrorCode(data.error_code).name)
-                    partition.isr_change_failed()
+                    partition.isr_change_failed(change)
                     self._refused_until[(name, data.partition_index)] = (
                         time.monotonic() + REFUSED_BACKOFF_S)
                     continue
@@ -185,4 +185,4 @@ class ReplicationService:
         for (name, index), (partition, change) in batch.items():
             logger.info("%s-%d: ISR change to %s failed: %s", name, index, list(change.new_isr),
                         reason)
-            partition.isr_change_failed()
+            partition.isr_change_failed(change)
