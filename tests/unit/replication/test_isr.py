@@ -139,6 +139,16 @@ def test_one_change_at_a_time_and_none_for_the_same_set() -> None:
     assert state.propose((0, 1, 2), leader_epoch=0) is not None
 
 
+def test_a_refusal_forgets_only_the_change_it_refuses() -> None:
+    state = IsrState((0, 1), 0)
+    older = IsrChange((0, 1, 2), leader_epoch=1, partition_epoch=0, expanding=True)
+    pending = state.propose((0, 1, 2), leader_epoch=2)
+    state.failed(older)  # a proposal of an earlier leader epoch: says nothing of this one
+    assert state.pending == pending and state.maximal_isr == (0, 1, 2)
+    state.failed(pending)
+    assert state.pending is None and state.maximal_isr == (0, 1)
+
+
 def test_committed_answers_are_ordered_by_partition_epoch() -> None:
     state = IsrState((0, 1, 2), 5)
     state.propose((0, 1), leader_epoch=2)

@@ -68,9 +68,8 @@ class Answer:
     """The controller's answer to an AlterPartition, on its way to the broker that asked."""
 
     to: int
-    leader_epoch: int
+    change: IsrChange
     accepted: bool
-    isr: tuple[int, ...] = ()
     partition_epoch: int = 0
 
 
@@ -101,6 +100,7 @@ class ReplicationMachine(RuleBasedStateMachine):
         self.waiting: list[Waiting] = []
         self.acked: dict[int, bytes] = {}  # base offset -> the acknowledged batch's bytes
         self.values = 0
+        self.refusing = False  # the controller refuses every proposal (OPERATION_NOT_ATTEMPTED)
         self._elect(0)
 
     def teardown(self) -> None:
@@ -152,12 +152,11 @@ class ReplicationMachine(RuleBasedStateMachine):
         assert self.pending is None, "a second change while one is in flight"
         self.pending = change
         current = (change.leader_epoch, change.partition_epoch) == (
-            self.leader_epoch, self.partition_epoch)
+            self.leader_epoch, self.partition_epoch) and not self.refusing
         if current:
             self.partition_epoch += 1
             self.controller_isr = change.new_isr
-        self.answers.append(Answer(self.leader, change.leader_epoch, current, change.new_isr,
-                                   self.partition_epoch))
+        self.answers.append(Answer(self.leader, change, current, self.partition_epoch))
 
     # -- rules ----------------------------------------------------------------------------------
 
@@ -232,19 +231,27 @@ class ReplicationMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def answer_arrives(self, data: st.DataObject) -> None:
         answer = self.answers.pop(data.draw(st.integers(0, len(self.answers) - 1)))
-        partition = self.partitions[answer.to]
+        partition, change = self.partitions[answer.to], answer.change
         if answer.accepted:
-            partition.isr_committed(leader_epoch=answer.leader_epoch,
-                                    partition_epoch=answer.partition_epoch, isr=answer.isr)
+            partition.isr_committed(leader_epoch=change.leader_epoch,
+                                    partition_epoch=answer.partition_epoch, isr=change.new_isr)
         else:
-            partition.isr_change_failed()
-        if answer.to == self.leader and self.pending is not None:
-            if answer.accepted and answer.leader_epoch == self.leader_epoch:
-                if answer.partition_epoch >= self.leader_partition_epoch:
-                    self.leader_isr = answer.isr
-                    self.leader_partition_epoch = answer.partition_epoch
-            self.pending = None
-            self._check_high_watermark_exact()
+            partition.isr_change_failed(change)
+        if answer.to != self.leader or change.leader_epoch != self.leader_epoch:
+            return  # an answer for an older epoch settles nothing now
+        if not answer.accepted:
+            if self.pending == change:
+                self.pending = None
+            return  # the HW may rise (a joiner is forgotten) but is recomputed at the next event
+        if answer.partition_epoch >= self.leader_partition_epoch:
+            self.leader_isr = change.new_isr
+            self.leader_partition_epoch = answer.partition_epoch
+        self.pending = None
+        self._check_high_watermark_exact()
+
+    @rule(refusing=st.booleans())
+    def controller_refuses(self, refusing: bool) -> None:
+        self.refusing = refusing
 
     @rule(data=st.data(), rounds=st.integers(1, 3))
     def catch_up(self, data: st.DataObject, rounds: int) -> None:
