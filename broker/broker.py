@@ -327,7 +327,7 @@ class Broker:
         if self.replication is not None:
             self.replication.submit(partition, change)
         else:  # a single node has no followers to change: nothing can be pending
-            partition.isr_change_failed()
+            partition.isr_change_failed(change)
 
     def _partitions_stopped(self, changes: LocalReplicaChanges) -> None:
         """Partitions this node no longer hosts are no longer fetched."""

@@ -93,7 +93,7 @@ class ReplicationService:
         refused_until = self._refused_until.get(key)
         if refused_until is not None:
             if time.monotonic() < refused_until:  # refused a moment ago: not again yet
-                partition.isr_change_failed()
+                partition.isr_change_failed(change)
                 return
             del self._refused_until[key]
         logger.info("%s-%d: proposing ISR %s (was %s, leader epoch %d, partition epoch %d)",
@@ -186,7 +186,7 @@ class ReplicationService:
                 logger.info("%s-%d: ISR change to %s refused: %s", name, data.partition_index,
                             list(change.new_isr), ErrorCode(error).name)
                 if error in (ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED):
-                    partition.isr_change_failed()
+                    partition.isr_change_failed(change)
                     self._refused_until[key] = time.monotonic() + REFUSED_BACKOFF_S
                 elif error == ErrorCode.NOT_CONTROLLER:
                     self._resend({key: entry}, "the controller is behind")

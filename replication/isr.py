@@ -126,9 +126,14 @@ class IsrState:
         if self.pending is not None and partition_epoch > self.pending.partition_epoch:
             self.pending = None
 
-    def failed(self) -> None:
-        """The change was refused or lost: forget it; the next check proposes again."""
-        self.pending = None
+    def failed(self, change: IsrChange | None = None) -> None:
+        """``change`` was refused: forget it; the next check proposes again. Only that change:
+        a refusal of an older proposal (of an earlier leader epoch) says nothing of the one in
+        flight now, which the controller may still commit — forgetting it would drop a joiner
+        from the maximal ISR while the controller may already count it in. None: whatever is
+        pending."""
+        if change is None or change == self.pending:
+            self.pending = None
 
     def __repr__(self) -> str:
         return f"IsrState(isr={self.isr}, epoch={self.partition_epoch}, pending={self.pending})"

@@ -355,20 +355,21 @@ class Partition:
     def isr_committed(self, *, leader_epoch: int, partition_epoch: int,
                       isr: tuple[int, ...]) -> bool:
         """The controller's answer to our AlterPartition: adopt the ISR it committed (if it is
-        for this leader epoch); then the high watermark may move. True when it moved."""
+        for this leader epoch); then the high watermark may move. True when it moved. An answer
+        for an older leader epoch is ignored: it settles nothing proposed in this one (Kafka
+        ignores an AlterPartition answer once the partition state moved on)."""
         if leader_epoch != self.leader_epoch:
-            self.isr_state.failed()
             return False
         self.isr_state.committed(isr, partition_epoch)
         self.isr_state.failed()  # answered: whatever was pending is settled
         return self.maybe_advance_high_watermark()
 
-    def isr_change_failed(self) -> None:
-        """The controller says it did not make the change (INELIGIBLE_REPLICA,
-        OPERATION_NOT_ATTEMPTED): forget it; the next check proposes again. Never for a lost
-        answer: the change may be committed, so it stays pending until an answer or the
-        image says."""
-        self.isr_state.failed()
+    def isr_change_failed(self, change: IsrChange | None = None) -> None:
+        """The controller says it did not make ``change`` (INELIGIBLE_REPLICA,
+        OPERATION_NOT_ATTEMPTED): forget it; the next check proposes again. A change other
+        than the one pending now is no longer pending: nothing to do. Never for a lost answer:
+        the change may be committed, so it stays pending until an answer or the image says."""
+        self.isr_state.failed(change)
 
     # -- following ------------------------------------------------------------------------------
 

@@ -69,3 +69,24 @@ def test_a_full_cache_evicts_only_idle_sessions() -> None:
     clock.advance(1000)
     later = sessions.new_context(session_id=0, session_epoch=0, partitions=wanted(0), forgotten=[])
     assert later.session_id not in (0, first.session_id)
+
+
+def test_a_followers_epochs_and_log_start_are_carried_incrementally() -> None:
+    """KIP-320 fields of a follower's fetch: kept in the session, updated when a request names
+    the partition again, and served unchanged to a request that leaves it out."""
+    sessions = cache()
+    key = (ZERO, "t", 0)
+    first = RequestedPartition(key, 5, 1000, current_leader_epoch=3, last_fetched_epoch=2,
+                               log_start_offset=1)
+    full = sessions.new_context(session_id=0, session_epoch=0, partitions=[first], forgotten=[])
+    same = sessions.new_context(session_id=full.session_id, session_epoch=1, partitions=[],
+                                forgotten=[])
+    assert same.partitions == [first]
+    moved = RequestedPartition(key, 9, 1000, current_leader_epoch=4, last_fetched_epoch=4,
+                               log_start_offset=7)
+    updated = sessions.new_context(session_id=full.session_id, session_epoch=2,
+                                   partitions=[moved], forgotten=[])
+    assert updated.partitions == [moved]
+    later = sessions.new_context(session_id=full.session_id, session_epoch=3, partitions=[],
+                                 forgotten=[])
+    assert later.partitions == [moved]
