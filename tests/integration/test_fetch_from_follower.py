@@ -84,8 +84,9 @@ def replicated(cluster_nodes) -> tuple[ClusterNodes, int, list[int]]:  # type: i
     leader, _ = partition_state(admin, "near")
     followers = [node for node in (1, 2, 3) if node != leader]
     for follower in followers:
-        wait_until(lambda node=follower: _fetch(cluster, node, "near").high_watermark == RECORDS,
-                   timeout_s=20, what=f"node {follower}'s high watermark at {RECORDS}")
+        def caught_up(node: int = follower) -> bool:
+            return _fetch(cluster, node, "near").high_watermark == RECORDS
+        wait_until(caught_up, timeout_s=20, what=f"node {follower}'s high watermark at {RECORDS}")
     return cluster, leader, followers
 
 
@@ -132,8 +133,9 @@ def test_librdkafka_with_client_rack_reads_the_follower(replicated) -> None:  # 
     try:
         def all_read() -> bool:
             for message in consumer.consume(num_messages=500, timeout=0.5):
-                if message.error() is None:
-                    seen.append(message.offset())
+                offset = message.offset()
+                if message.error() is None and offset is not None:
+                    seen.append(offset)
             return len(seen) >= RECORDS and follower in received
         wait_until(all_read, timeout_s=25, what="every record through the follower")
     finally:
