@@ -33,6 +33,7 @@ from broker.kraft_config import (
     parse_bootstrap_servers,
     parse_listener_names,
     parse_process_roles,
+    parse_replica_selector_class,
     parse_security_protocol,
     parse_voters,
 )
@@ -213,6 +214,8 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "replica.fetch.backoff.ms": BrokerKey("1000", _integer(0, INT_MAX)),
     "replica.fetch.response.max.bytes": BrokerKey("10485760", _integer(0, INT_MAX)),
     "num.replica.fetchers": BrokerKey("1", _integer(1, INT_MAX)),
+    # KIP-392: empty (Kafka's null) = consumers read the leader only.
+    "replica.selector.class": BrokerKey("", parse_replica_selector_class),
     # The metadata log and its snapshots (Kafka's KRaftConfigs; replication.metadata.log).
     "metadata.log.max.record.bytes.between.snapshots": BrokerKey("20971520", _integer(1)),
     "metadata.log.max.snapshot.interval.ms": BrokerKey("3600000", _integer(0)),

@@ -76,11 +76,13 @@ class CachedPartition:
 
     def must_respond(
         self, *, has_records: bool, error_code: int, high_watermark: int,
-        last_stable_offset: int, log_start_offset: int,
+        last_stable_offset: int, log_start_offset: int, has_preferred_read_replica: bool = False,
     ) -> bool:
-        """True if the partition belongs in the response; records what is being sent."""
+        """True if the partition belongs in the response (a preferred read replica always
+        does, as Kafka's ``maybeUpdateResponseData``); records what is being sent."""
         changed = (
             has_records
+            or has_preferred_read_replica
             or error_code != 0
             or high_watermark != self.sent_high_watermark
             or last_stable_offset != self.sent_last_stable_offset
@@ -113,7 +115,7 @@ class FetchContext:
 
     def include(
         self, key: PartitionKey, *, has_records: bool, error_code: int, high_watermark: int,
-        last_stable_offset: int, log_start_offset: int,
+        last_stable_offset: int, log_start_offset: int, has_preferred_read_replica: bool = False,
     ) -> bool:
         """Whether a partition's data goes into the response (always, unless incremental)."""
         cached = self.session.partitions.get(key) if self.session is not None else None
@@ -122,6 +124,7 @@ class FetchContext:
         changed = cached.must_respond(
             has_records=has_records, error_code=error_code, high_watermark=high_watermark,
             last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
+            has_preferred_read_replica=has_preferred_read_replica,
         )
         return changed or not self.incremental
 

@@ -32,6 +32,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from broker.listener import Listener
+from replication.replica_selector import RACK_AWARE_REPLICA_SELECTOR, REPLICA_SELECTOR_CLASSES
 from storage.errors import ConfigError
 
 __all__ = [
@@ -122,6 +123,7 @@ class ReplicaFetchSettings:
     replica_fetch_backoff_ms: int = 1000
     replica_fetch_response_max_bytes: int = 10485760
     num_replica_fetchers: int = 1
+    replica_selector_class: str = ""  # KIP-392; empty: consumers get no preferred read replica
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +196,15 @@ def parse_process_roles(key: str, raw: str) -> frozenset[str]:
     if len(set(roles)) != len(roles):
         raise ConfigError(key, raw, f"Duplicate role names found in `{key}`: {roles}")
     return frozenset(roles)
+
+
+def parse_replica_selector_class(key: str, raw: str) -> str:
+    """KIP-392's ``replica.selector.class``: empty (no selector) or Kafka's rack-aware one."""
+    value = raw.strip()
+    if value not in REPLICA_SELECTOR_CLASSES:
+        raise ConfigError(key, raw, "the only replica selector Samsa has is "
+                                    f"{RACK_AWARE_REPLICA_SELECTOR} (or empty: none)")
+    return value
 
 
 def parse_security_protocol(key: str, raw: str) -> str:
@@ -533,6 +544,7 @@ def _replica_fetch_settings(inputs: _Inputs) -> ReplicaFetchSettings:
         replica_fetch_backoff_ms=number("replica.fetch.backoff.ms"),
         replica_fetch_response_max_bytes=number("replica.fetch.response.max.bytes"),
         num_replica_fetchers=number("num.replica.fetchers"),
+        replica_selector_class=str(inputs.values["replica.selector.class"]),
     )
     if settings.replica_fetch_wait_max_ms > settings.replica_socket_timeout_ms:
         raise inputs.fail("replica.fetch.wait.max.ms", "replica.socket.timeout.ms should always be "

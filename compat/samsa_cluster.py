@@ -3,7 +3,8 @@
 The nodes are configured as ``make cluster``'s (``conf/cluster/node-*.properties``: KRaft
 combined mode, ``broker.rack`` per node, replication factors 3, ``min.insync.replicas=2``),
 with what must differ for a harness run put over them: node ids 0, 1, 2 (kafka-python's tests
-assume a broker 0, as its own fixture always starts one), ports reserved up front (every
+assume a broker 0, as its own fixture always starts one), ``broker.rack=RACK<id>`` (the racks
+of librdkafka's trivup clusters: test 0101 names its ``client.rack`` after them), ports reserved up front (every
 ``controller.quorum.voters`` entry needs its port before any process starts: bound to port 0,
 read, released; another process taking one in between fails the start loudly) and explicitly
 advertised, a temporary data dir each (``SamsaBroker``), and the suite's own settings on top.
@@ -86,6 +87,7 @@ def node_settings(template: Mapping[str, str], node_id: int, voters: str, contro
     return {**template, **{key: value for key, value in suite_settings.items()
                            if key != "listeners"},
             "node.id": str(node_id), "controller.quorum.voters": voters,
+            "broker.rack": f"RACK{node_id}",
             "listeners": f"{client},CONTROLLER://127.0.0.1:{controller_port}",
             "advertised.listeners": client,
             "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocols.items())}

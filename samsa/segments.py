@@ -7,8 +7,8 @@ offset, oldest first, the active one last. A segment's ``end_offset`` is exclusi
 segment's base offset, or the log end offset for the active one, which may be above the high
 watermark: readers clip to it).
 
-Only the partition leader answers (others say NOT_LEADER_OR_FOLLOWER), so requests are grouped
-by leader and sent concurrently; a partition whose leader moved is retried after a metadata
+The leader is asked (every replica answers, each with its own high watermark; the leader's
+is the partition's), so requests are grouped by leader and sent concurrently; a partition whose leader moved is retried after a metadata
 refresh, with the cluster's backoff, until ``default.api.timeout.ms``. A partition the
 metadata does not know fails at once (UnknownTopicOrPartitionError), as in Kafka's admin
 client. A Kafka broker does not know the API: ``UnsupportedVersionError`` says so.

@@ -1,15 +1,18 @@
 """DeleteRecords: v0–v2.
 
-Per partition, as Kafka's ``Partition.deleteRecordsOnLeader``: the log start offset is raised to
-the requested offset (-1: the high watermark) and the low watermark (the new log start offset)
-returned. An offset above the high watermark, or below 0 -> OFFSET_OUT_OF_RANGE; a topic whose
+Per partition, as Kafka's ``Partition.deleteRecordsOnLeader``: the leader's log start offset is
+raised to the requested offset (-1: the high watermark) and the low watermark returned: the
+smallest log start offset over the replicas (``Partition.low_watermark``, Kafka's
+``lowWatermarkIfLeader``; followers take the new log start offset from their next Fetch). An offset above the high watermark, or below 0 -> OFFSET_OUT_OF_RANGE; a topic whose
 ``cleanup.policy`` lacks ``delete`` -> POLICY_VIOLATION; an unknown partition ->
 UNKNOWN_TOPIC_OR_PARTITION; an offline log directory -> KAFKA_STORAGE_ERROR. Reads below the new
 log start offset get OFFSET_OUT_OF_RANGE at once; the segments wholly below it are removed by the
 next retention run. The log start offset reaches disk with the next
 ``log-start-offset-checkpoint`` (and at a clean shutdown), as in Kafka.
 
-Not implemented: nothing to wait for on one node, so ``timeout_ms`` is not used.
+Not implemented: Kafka's ``DelayedDeleteRecords`` (answer once every replica's log start offset
+reached the offset, or at ``timeout_ms``): the answer is immediate, with the true low watermark,
+which may still be below the requested offset while followers catch up.
 
 Authorization (with an authorizer): each topic needs DELETE, else its partitions answer
 TOPIC_AUTHORIZATION_FAILED.

@@ -1,8 +1,11 @@
 """DescribeLogDirs: v1–v4.
 
 Per directory of ``log.dirs`` (its absolute path), as Kafka's ``ReplicaManager.describeLogDirs``:
-the requested partitions it holds (``topics`` null = all) with their size in bytes, offset lag 0
-(this node leads every partition: the lag is max(high watermark - log end offset, 0)) and
+the requested partitions it holds (``topics`` null = all), every replica hosted here whether
+it leads or follows, with their size in bytes, ``offset_lag`` as Kafka's ``getLogEndOffsetLag``
+computes it for a current replica (max(this replica's high watermark - its log end offset, 0):
+0 on a leader and on a follower alike, since a follower's high watermark never passes its log
+end; a log the replica manager does not know gets -1, Kafka's INVALID_OFFSET_LAG) and
 is_future false; from v4 the file system's total and usable bytes (``os.statvfs``). An offline
 directory -> KAFKA_STORAGE_ERROR for it alone. ``__cluster_metadata`` is not listed (in Kafka the
 raft log is not one of the log manager's logs).
@@ -35,6 +38,7 @@ from replication.metadata.log import METADATA_TOPIC
 logger = logging.getLogger("samsa.broker.apis.describe_log_dirs")
 
 Wanted = Callable[[str, int], bool]
+INVALID_OFFSET_LAG = -1  # DescribeLogDirsResponse.INVALID_OFFSET_LAG
 
 
 def handle(context: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
@@ -67,7 +71,8 @@ def _describe(context: RequestContext, directory: Path, wanted: Wanted) -> Descr
         if log.directory.parent != directory or topic == METADATA_TOPIC or not wanted(topic, index):
             continue
         partition = context.broker.replica_manager.partition(topic, index)
-        lag = 0 if partition is None else max(partition.high_watermark - log.log_end_offset, 0)
+        lag = (INVALID_OFFSET_LAG if partition is None
+               else max(partition.high_watermark - log.log_end_offset, 0))
         topics.setdefault(topic, []).append(
             DescribeLogDirsPartition(
                 partition_index=index, partition_size=log.size_in_bytes, offset_lag=lag,

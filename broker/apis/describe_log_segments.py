@@ -10,8 +10,11 @@ it), size in bytes, first timestamp (the max timestamp of its first batch, as Ka
 ``getFirstBatchTimestamp``) and max timestamp (its largest record timestamp); -1 when unknown.
 
 ``topics`` null = every partition of every topic (``__cluster_metadata`` is not one of them).
-Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (only the partition
-leader answers), KAFKA_STORAGE_ERROR (log directory offline). Kafka clients skip the unknown key
+Every replica answers, leader or follower, with its own log and its own high watermark (a
+follower's is the leader's as of its last fetch, capped by its log end offset, so it never
+names an offset this replica lacks): a reader of this node's segment files must stop there.
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (no replica here), NOT_LEADER_OR_FOLLOWER (a
+replica with no role yet: no leader known), KAFKA_STORAGE_ERROR (log directory offline). Kafka clients skip the unknown key
 in ApiVersions. Not implemented: ACLs (Kafka would need DESCRIBE on the topic).
 
 Authorization (with an authorizer): a topic needs DESCRIBE; a named one without it answers
@@ -87,7 +90,7 @@ def _describe_or_raise(
     partition = context.broker.replica_manager.partition(topic, index)
     if partition is None:
         raise UnknownTopicOrPartitionError()
-    if partition.leader_id != context.broker.node_id:
+    if partition.leader_id < 0:  # no leader: its high watermark means nothing yet
         raise NotLeaderOrFollowerError()
     layout = partition.log.describe_segments()
     return DescribeLogSegmentsPartitionResult(

@@ -30,9 +30,17 @@ log end offset, read_committed up to the last stable offset, else up to the high
 On a controller listener, Fetch is the Raft replication of ``__cluster_metadata`` (KIP-595),
 answered by this node's Raft node (``broker.quorum``).
 
-Not implemented: follower fetches (a replica id >= 0 is read as a follower would be, up to the
-log end offset, but no follower state is kept), leader epoch
-checks (current_leader_epoch), preferred read replicas, diverging epochs, quotas.
+Fetch from the closest replica (KIP-392): a consumer's Fetch from v11 carries client metadata
+(``rack_id``). With ``replica.selector.class`` set, the leader answers a partition such a consumer
+should read elsewhere with ``preferred_read_replica`` (``replication.replica_selector``: an
+in-sync follower in the client's rack holding the fetch offset), no records, and the response
+goes at once (Kafka's ``findPreferredReadReplica``); -1 otherwise. A follower serves a v11+
+consumer up to its own high watermark (Kafka's ``fetchOnlyFromLeader`` is false for it): an
+offset between its high watermark and log end reads nothing yet, one outside its log answers
+OFFSET_OUT_OF_RANGE; before v11, or for a follower's own Fetch, only the leader answers
+(NOT_LEADER_OR_FOLLOWER). A follower never names a preferred read replica.
+
+Not implemented: quotas, ``ReplicaSelector`` plug-ins other than Kafka's rack-aware one.
 """
 
 from __future__ import annotations
@@ -80,6 +88,7 @@ from protocol.messages.fetch_response import (
 from replication.partition import FetchIsolation, Partition
 from replication.purgatory import DelayedOperation
 from replication.replica_manager import ReplicaManager
+from replication.replica_selector import preferred_read_replica
 from storage.segment import FetchSlice
 
 logger = logging.getLogger("samsa.broker.apis.fetch")
@@ -100,15 +109,19 @@ class PartitionRead:
     slice: FetchSlice | None = None
     aborted: list[AbortedTransaction] = field(default_factory=list)
     diverging: tuple[int, int] | None = None  # a follower's log diverges: (epoch, end offset)
+    preferred_read_replica: int = -1  # KIP-392: the consumer should read this replica instead
 
 
 @dataclass(frozen=True, slots=True)
 class Fetcher:
-    """Who fetches: a consumer (``replica_id`` < 0) or a follower, and the request version."""
+    """Who fetches: a consumer (``replica_id`` < 0) or a follower, and the request version;
+    ``client_rack`` is a consumer's ``rack_id`` from v11 (Kafka's ``ClientMetadata``; None
+    without it)."""
 
     replica_id: int
     api_version: int
     read_committed: bool
+    client_rack: str | None = None
 
     @property
     def is_follower(self) -> bool:
@@ -146,7 +159,10 @@ def fetcher_of(context: RequestContext, request: FetchRequest) -> Fetcher:
     """The replica id moved into ``replica_state`` in v15."""
     replica_id = (request.replica_state.replica_id if context.api_version >= FIRST_REPLICA_STATE_VERSION
                   else request.replica_id)
-    return Fetcher(replica_id, context.api_version, request.isolation_level == READ_COMMITTED)
+    client_rack = (request.rack_id if context.api_version >= FIRST_RACK_VERSION and replica_id < 0
+                   else None)
+    return Fetcher(replica_id, context.api_version, request.isolation_level == READ_COMMITTED,
+                   client_rack)
 
 
 def fetch_isolation(context: RequestContext, request: FetchRequest) -> FetchIsolation:
@@ -248,6 +264,10 @@ def _read_one(
             context.broker.propose_isr_change(partition, served.isr_change)
         return served.high_watermark_moved
     partition.check_current_leader_epoch(requested.current_leader_epoch)
+    preferred = _preferred_read_replica(context, partition, fetcher, requested.fetch_offset)
+    if preferred is not None:  # Kafka skips the read: the consumer goes to that replica
+        read.preferred_read_replica = preferred
+        return False
     if fetcher.only_from_leader:
         partition.check_leader()
     read.slice = partition.read(requested.fetch_offset, max_bytes,
@@ -255,6 +275,20 @@ def _read_one(
     if read.slice is not None and fetcher.isolation is FetchIsolation.TXN_COMMITTED:
         read.aborted = _aborted(partition, requested.fetch_offset)
     return False
+
+
+def _preferred_read_replica(context: RequestContext, partition: Partition, fetcher: Fetcher,
+                            fetch_offset: int) -> int | None:
+    """KIP-392 (``replication.replica_selector``): only with ``replica.selector.class`` set,
+    only for a consumer that sent client metadata (v11+) and a rack, only on the leader."""
+    if (fetcher.client_rack is None or not fetcher.client_rack or not partition.is_leader
+            or not context.broker.config.kraft.replica.replica_selector_class):
+        return None
+    racks = {broker_id: rack for broker_id, _, _, rack
+             in context.broker.live_brokers(context.listener_name)}
+    return preferred_read_replica(partition, client_rack=fetcher.client_rack, racks=racks,
+                                  fetch_offset=fetch_offset,
+                                  now_ms=context.broker.clock.milliseconds())
 
 
 def _denied_topics(context: RequestContext, session: FetchContext, fetcher: Fetcher) -> set[str]:
@@ -283,7 +317,8 @@ def _aborted(partition: Partition, fetch_offset: int) -> list[AbortedTransaction
 def _can_answer(request: FetchRequest, reads: list[PartitionRead], *, stopping: bool = False) -> bool:
     if stopping or request.max_wait_ms <= 0 or not reads:
         return True
-    if any(read.error is not None or read.diverging is not None for read in reads):
+    if any(read.error is not None or read.diverging is not None
+           or read.preferred_read_replica >= 0 for read in reads):
         return True
     return sum(read.slice.length for read in reads if read.slice) >= request.min_bytes
 
@@ -354,6 +389,7 @@ def _response(
             read.key, has_records=read.slice is not None, error_code=data.error_code,
             high_watermark=data.high_watermark, last_stable_offset=data.last_stable_offset,
             log_start_offset=data.log_start_offset,
+            has_preferred_read_replica=read.preferred_read_replica >= 0,
         )
         if not included:
             continue
@@ -398,6 +434,7 @@ def _partition_data(read: PartitionRead, isolation_level: int) -> PartitionData:
         last_stable_offset=partition.last_stable_offset,
         log_start_offset=partition.log_start_offset,
         aborted_transactions=aborted,
+        preferred_read_replica=read.preferred_read_replica,
         records=b"",
     )
 

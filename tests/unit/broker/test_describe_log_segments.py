@@ -89,7 +89,8 @@ def test_null_topics_describe_every_partition(broker: FakeBroker) -> None:
 
 
 def test_errors_are_per_partition(broker: FakeBroker) -> None:
-    broker.replica_manager.partitions[("a", 1)].leader_id = NODE_ID + 1
+    broker.replica_manager.partitions[("a", 1)].leader_id = -1  # no leader known: no role yet
+    broker.replica_manager.partitions[("a", 0)].leader_id = NODE_ID + 1  # a follower answers
     broker.replica_manager.partitions[("b", 0)].log.health.offline_reason = "OSError: disk gone"
     answers = describe(broker, {"a": [0, 1, 9], "b": [0], "missing": [0]})
     assert {key: answer.error_code for key, answer in answers.items()} == {

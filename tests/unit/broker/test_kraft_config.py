@@ -77,6 +77,7 @@ def kraft(properties: dict[str, str]) -> KRaftSettings:
         ("replica.replica_fetch_backoff_ms", 1000),
         ("replica.replica_fetch_response_max_bytes", 10485760),
         ("replica.num_replica_fetchers", 1),
+        ("replica.replica_selector_class", ""),
     ],
 )
 def test_defaults_are_kafkas(attribute: str, expected: object) -> None:
@@ -284,6 +285,9 @@ CROSS_KEY_RULES = [
     ({"replica.fetch.wait.max.ms": "600", "replica.lag.time.max.ms": "500"},
      "replica.fetch.wait.max.ms",
      "replica.fetch.wait.max.ms should always be less than or equal to replica.lag.time.max.ms"),
+    ({"replica.selector.class": "com.example.NearestReplicaSelector"}, "replica.selector.class",
+     "the only replica selector Samsa has is "
+     "org.apache.kafka.common.replica.RackAwareReplicaSelector"),
 ]
 
 
@@ -330,3 +334,9 @@ voter_lists = st.lists(
 @given(voter_lists, st.sampled_from([",", ", ", " , "]))
 def test_voters_round_trip_through_their_text(voters: list[QuorumVoter], separator: str) -> None:
     assert parse_voters("controller.quorum.voters", separator.join(map(str, voters))) == tuple(voters)
+
+
+def test_the_rack_aware_replica_selector_is_accepted() -> None:
+    selector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    config = BrokerConfig.from_properties({"replica.selector.class": f" {selector} "})
+    assert config.kraft.replica.replica_selector_class == selector

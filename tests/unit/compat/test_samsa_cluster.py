@@ -27,7 +27,8 @@ def test_a_nodes_settings_put_its_listeners_and_the_suites_settings_over_the_tem
         tmp_path: object) -> None:
     settings = node_settings(cluster_template()[1], 1, VOTERS, 5001, {"PLAINTEXT": 6001},
                              BROKER_SETTINGS)
-    assert settings["node.id"] == "1" and settings["broker.rack"] == "rack-b"
+    assert settings["node.id"] == "1" and settings["broker.rack"] == "RACK1"  # trivup's racks
+    assert settings["replica.selector.class"].endswith("RackAwareReplicaSelector")
     assert settings["listeners"] == "PLAINTEXT://127.0.0.1:6001,CONTROLLER://127.0.0.1:5001"
     assert settings["advertised.listeners"] == "PLAINTEXT://127.0.0.1:6001"
     assert settings["num.partitions"] == "4"  # the suite's
