@@ -13,6 +13,7 @@ Every wait polls the cluster with a deadline.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from concurrent.futures import Future
 
@@ -52,23 +53,35 @@ def produce_v11(port: int, topic: str) -> ProduceResponse:
     return asyncio.run(ask())
 
 
+def answered(cluster: ClusterNodes, node_id: int, topic: str, code: int) -> ProduceResponse:
+    """The first Produce v11 response of ``node_id`` whose partition error is ``code``."""
+    def attempt() -> ProduceResponse | None:
+        response = produce_v11(cluster.client_ports[node_id], topic)
+        return response if response.responses[0].partition_responses[0].error_code == code else None
+
+    found = wait_until(attempt, timeout_s=15, what=f"node {node_id} answering error {code}")
+    assert found is not None
+    return found
+
+
 def test_a_produce_to_a_follower_names_the_leader_and_its_endpoint(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
     cluster = cluster_nodes(3)
     formed(cluster)
     admin = admin_for(cluster, *NODES)
     create_topic(admin, "hinted")
     leader, _ = partition_state(admin, "hinted")
+    # Right after creation the leader may not have taken its role, nor the follower's image
+    # the topic: wait for each to answer as it will.
+    ok = answered(cluster, leader, "hinted", ErrorCode.NONE)
+    assert ok.node_endpoints == []
+    assert ok.responses[0].partition_responses[0].current_leader.leader_id == -1
     follower = next(node_id for node_id in NODES if node_id != leader)
-    response = produce_v11(cluster.client_ports[follower], "hinted")
+    response = answered(cluster, follower, "hinted", ErrorCode.NOT_LEADER_OR_FOLLOWER)
     answer = response.responses[0].partition_responses[0]
-    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert answer.current_leader.leader_id == leader
     assert answer.current_leader.leader_epoch >= 0
     assert [(node.node_id, node.host, node.port, node.rack) for node in response.node_endpoints] == [
         (leader, "127.0.0.1", cluster.client_ports[leader], f"rack-{leader}")]
-    ok = produce_v11(cluster.client_ports[leader], "hinted")
-    assert ok.responses[0].partition_responses[0].error_code == ErrorCode.NONE
-    assert ok.node_endpoints == []
 
 
 class SamsaWriter:
@@ -97,7 +110,7 @@ class SamsaWriter:
         while not self._stop.is_set():
             value = f"p-{self.sent}".encode()
             future = self.producer.send(self.topic, value, partition=0)
-            future.add_done_callback(lambda done, value=value: self._delivered(value, done))
+            future.add_done_callback(functools.partial(self._delivered, value))
             self.sent += 1
             if self.sent % 50 == 0:
                 self._stop.wait(0.005)  # a steady stream, not a flood of the buffer
@@ -128,7 +141,7 @@ def test_samsa_clients_follow_a_killed_leader(cluster_nodes) -> None:  # type: i
     cluster: ClusterNodes = cluster_nodes(3, broker_session_timeout_ms="3000")
     formed(cluster)
     admin = admin_for(cluster, *NODES)
-    create_topic(admin, "moves", **{"min.insync.replicas": "2"})
+    create_topic(admin, "moves", **{"min.insync.replicas": "2"})  # type: ignore[arg-type]
     tp = TopicPartition("moves", 0)
     consumer = SamsaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest")
     samsa_admin = SamsaAdmin(bootstrap_servers=cluster.bootstrap)
