@@ -301,12 +301,13 @@ class RecordAccumulator:
             self._drain_start[node] = start + 1
         return drained
 
-    def reenqueue(self, batch: ProducerBatch, now: float) -> None:
+    def reenqueue(self, batch: ProducerBatch, now: float, *, leader_moved: bool = False) -> None:
         """Put a batch that failed with a retriable error back at the front of its queue
-        (among other retried batches, in sequence order), to be retried after the backoff."""
+        (among other retried batches, in sequence order), to be retried after the backoff;
+        at once when the broker named a new leader (KIP-951: nothing to wait for)."""
         batch.attempts += 1
         backoff = min(self.retry_backoff_ms * 2 ** (batch.attempts - 1), self.retry_backoff_max_ms)
-        batch.retry_after_ms = now + backoff
+        batch.retry_after_ms = now if leader_moved else now + backoff
         with self.lock:
             queue = self._queues.setdefault(batch.topic_partition, deque())
             index = 0

@@ -3,7 +3,9 @@
 ``Cluster`` holds one connection per broker (opened on first use, reopened after a
 failure with exponential backoff), the latest metadata (brokers, topics, partition
 leaders; refreshed when stale, when a caller asks, and after NOT_LEADER-like errors),
-and the coordinator of each group it has looked up.
+and the coordinator of each group it has looked up. A leader named by a broker's
+NOT_LEADER_OR_FOLLOWER answer (KIP-951: ``current_leader`` and ``node_endpoints``) is taken
+at once by ``update_leader`` when its leader epoch is newer than the one known.
 
 Routing: ``send(node_id, request)`` sends to one broker; ``send_any(request)`` to the
 least-loaded connected broker (or a bootstrap server before any metadata is known);
@@ -22,7 +24,8 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from protocol.codec import Message
@@ -200,8 +203,30 @@ class Cluster:
         info = self.topics.get(topic)
         return None if info is None else sorted(info.partitions)
 
+    def update_leader(self, tp: TopicPartition, leader_id: int, leader_epoch: int,
+                      endpoints: Mapping[int, BrokerInfo]) -> bool:
+        """KIP-951: take ``leader_id`` as ``tp``'s leader when ``leader_epoch`` is newer than
+        the known one and the leader's endpoint is known (in ``endpoints``, from the same
+        response, or already); True when taken (Kafka's ``updatePartitionLeadership``)."""
+        info = self.topics.get(tp.topic)
+        partition = None if info is None else info.partitions.get(tp.partition)
+        if info is None or partition is None or leader_id < 0 \
+                or leader_epoch <= partition.leader_epoch:
+            return False
+        broker = endpoints.get(leader_id) or self.brokers.get(leader_id)
+        if broker is None:
+            return False
+        self.brokers[leader_id] = broker
+        info.partitions[tp.partition] = replace(partition, leader=leader_id,
+                                                leader_epoch=leader_epoch)
+        return True
+
     async def leader_for(self, tp: TopicPartition) -> int:
-        """The leader's node id for ``tp``, refreshing metadata once if it isn't known."""
+        """The leader's node id for ``tp``, refreshing metadata first when it is stale (as
+        ``retrying`` marks it after a leadership error or a lost broker) and once more if the
+        leader isn't known."""
+        if self.metadata_is_stale:
+            await self.refresh_metadata([tp.topic])
         for attempt in range(2):
             info = self.topics.get(tp.topic)
             partition = None if info is None else info.partitions.get(tp.partition)

@@ -5,7 +5,8 @@ leader (read by producing threads to pick a partition) and each partition's lead
 the sender). It refreshes them with Metadata requests that allow auto-creation, as the Java
 producer does: for a new topic, when a batch's leader is unknown, after NOT_LEADER-like
 errors or a lost connection, and every ``metadata.max.age.ms``; at most one request at a
-time, ``retry.backoff.ms`` apart. ``wait_for(topic)`` is how ``send()`` waits (up to
+time, ``retry.backoff.ms`` apart. A leader named in a NOT_LEADER_OR_FOLLOWER answer (KIP-951)
+is taken at once (``apply_leader_hints``), with no Metadata request. ``wait_for(topic)`` is how ``send()`` waits (up to
 ``max.block.ms``) for a topic it has not seen.
 
 State: lives on the producer's event loop; ``topics`` is replaced entry by entry (atomic
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from protocol.errors import error_for_code
 from protocol.messages.metadata_response import MetadataResponse
 from samsa._cluster import Cluster
 from samsa.errors import KafkaTimeoutError
-from samsa.types import TopicPartition
+from samsa.types import BrokerInfo, TopicPartition
 
 __all__ = ["ProducerMetadata", "TopicPartitions"]
 
@@ -121,6 +122,18 @@ class ProducerMetadata:
                 partition = info.partitions.get(tp.partition)
                 self.leaders[tp] = -1 if partition is None else partition.leader
             self.topics[name] = TopicPartitions(partitions, available)
+
+    def apply_leader_hints(self, hints: Mapping[TopicPartition, tuple[int, int]],
+                           endpoints: Mapping[int, BrokerInfo]) -> set[TopicPartition]:
+        """KIP-951: each partition's (leader id, leader epoch) from a produce response, with
+        the leaders' endpoints; the partitions whose leader was taken (a newer epoch, a known
+        endpoint: ``Cluster.update_leader``). The others need a metadata refresh."""
+        moved = set()
+        for tp, (leader_id, leader_epoch) in hints.items():
+            if self._cluster.update_leader(tp, leader_id, leader_epoch, endpoints):
+                self.leaders[tp] = leader_id
+                moved.add(tp)
+        return moved
 
     async def wait_for(self, topic: str, timeout_ms: float, *, wait: bool = True
                        ) -> TopicPartitions:

@@ -7,8 +7,10 @@ opens connections that are missing, and sends each ready broker one ProduceReque
 the first batch of each of its partitions (up to ``max.request.size``), with at most
 ``max.in.flight.requests.per.connection`` requests outstanding per broker. Responses are
 handled as they arrive: success completes a batch's records; a retriable error re-queues it
-(refreshing metadata for leadership errors) until ``retries`` or ``delivery.timeout.ms`` runs
-out; anything else fails its records. It sleeps until the next linger deadline or a
+(refreshing metadata for leadership errors and lost connections) until ``retries`` or
+``delivery.timeout.ms`` runs out; anything else fails its records. A NOT_LEADER_OR_FOLLOWER
+answer naming a newer leader (KIP-951, Produce v10+) moves the partition there at once and
+its batch is retried without backoff or a Metadata request. It sleeps until the next linger deadline or a
 ``wakeup()``.
 
 State: everything here lives on the producer's event loop. The only entry point from other
@@ -51,13 +53,14 @@ from samsa.errors import (
     ClientError,
     KafkaTimeoutError,
 )
-from samsa.types import TopicPartition
+from samsa.types import BrokerInfo, TopicPartition
 
 __all__ = ["Delivery", "Sender"]
 
 log = logging.getLogger("samsa.producer")
 
 _DUPLICATE_SEQUENCE_NUMBER = 46
+_NOT_LEADER_OR_FOLLOWER = 6
 _UNWRITABLE_POLL_MS = 5
 _SEQUENCE_ERRORS = frozenset({45, 59})  # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID
 
@@ -375,6 +378,7 @@ class Sender:
             return
         answers = {(topic.name, partition.index): partition
                    for topic in response.responses for partition in topic.partition_responses}
+        moved = self._apply_leader_hints(response)
         for batch in batches:
             answer = answers.get(batch.topic_partition)
             if answer is None:
@@ -383,9 +387,25 @@ class Sender:
             elif answer.error_code in (0, _DUPLICATE_SEQUENCE_NUMBER):
                 self._complete(batch, answer.base_offset, answer.log_append_time_ms)
             else:
-                self._retry_or_fail(batch, _produce_error(answer, batch), now)
+                self._retry_or_fail(batch, _produce_error(answer, batch), now,
+                                    leader_moved=batch.topic_partition in moved)
 
-    def _retry_or_fail(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
+    def _apply_leader_hints(self, response: ProduceResponse) -> set[TopicPartition]:
+        """KIP-951 (Produce v10+): the leaders named by NOT_LEADER_OR_FOLLOWER answers; the
+        partitions whose new leader was taken (their batches retry there at once)."""
+        hints = {TopicPartition(topic.name, answer.index):
+                 (answer.current_leader.leader_id, answer.current_leader.leader_epoch)
+                 for topic in response.responses for answer in topic.partition_responses
+                 if answer.error_code == _NOT_LEADER_OR_FOLLOWER
+                 and answer.current_leader.leader_id >= 0}
+        if not hints:
+            return set()
+        endpoints = {node.node_id: BrokerInfo(node.node_id, node.host, node.port, node.rack)
+                     for node in response.node_endpoints}
+        return self._metadata.apply_leader_hints(hints, endpoints)
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: BaseException, now: float, *,
+                       leader_moved: bool = False) -> None:
         if batch.done:
             return
         if isinstance(error, MessageTooLargeError) and batch.record_count > 1 \
@@ -399,10 +419,10 @@ class Sender:
         if retriable and not self._forced:
             elapsed = now - batch.created_ms
             if batch.attempts < self._retries and elapsed < self._delivery_timeout_ms:
-                if code in METADATA_ERRORS:
+                if code in METADATA_ERRORS and not leader_moved:
                     self._metadata.request_update()
                 log.debug("retrying %r after %s", batch, error)
-                self._accumulator.reenqueue(batch, now)
+                self._accumulator.reenqueue(batch, now, leader_moved=leader_moved)
                 return
             error = KafkaTimeoutError(
                 f"{batch.record_count} record(s) for {_name(batch)} not delivered after "

@@ -23,7 +23,10 @@ else its partitions answer TOPIC_AUTHORIZATION_FAILED (and the fetch returns at 
 any error). Without an authorizer this costs one attribute check per read.
 
 Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
-KAFKA_STORAGE_ERROR; whole response: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH.
+KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH; from
+v16 the first two carry the partition's current leader and the response those leaders'
+endpoints (KIP-951, ``broker.leader_hints``; the field exists from v12 but Kafka fills it only
+from v16, as we do); whole response: FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH.
 How far a fetch reads is Kafka's ``FetchIsolation``: a replica id >= 0 (a follower) up to the
 log end offset, read_committed up to the last stable offset, else up to the high watermark.
 
@@ -67,9 +70,11 @@ from broker.apis import (
 from broker.auth import authorize_cluster
 from broker.auth.acl import AclOperation, ResourceType
 from broker.fetch_session import FetchContext, PartitionKey, RequestedPartition
+from broker.leader_hints import LeaderHints
 from broker.quorum import quorum_request
 from protocol.codec import ZERO_UUID, write_uvarint
 from protocol.errors import (
+    ErrorCode,
     KafkaError,
     TopicAuthorizationFailedError,
     UnknownServerError,
@@ -83,6 +88,8 @@ from protocol.messages.fetch_response import (
     EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
 )
 from replication.partition import FetchIsolation, Partition
@@ -97,6 +104,8 @@ FIRST_TOPIC_ID_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_REPLICA_STATE_VERSION = 15
 FIRST_RACK_VERSION = 11
+FIRST_LEADER_HINT_VERSION = 16  # KIP-951: Kafka fills current_leader and node_endpoints from v16
+_LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 READ_COMMITTED = 1
 _MARKER_SIZE = 16
 
@@ -383,8 +392,14 @@ def _response(
     marker_base = os.urandom(_MARKER_SIZE - 4)
     slices: list[tuple[bytes, FetchSlice]] = []
     current: FetchableTopicResponse | None = None
+    hints = (LeaderHints(context.broker, context.listener_name)
+             if context.api_version >= FIRST_LEADER_HINT_VERSION else None)
     for read in reads:
         data = _partition_data(read, request.isolation_level)
+        if hints is not None and data.error_code in _LEADER_HINT_ERRORS:
+            leader = hints.current_leader(read.key[1], read.key[2])
+            data.current_leader = LeaderIdAndEpoch(
+                leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
         included = session.include(
             read.key, has_records=read.slice is not None, error_code=data.error_code,
             high_watermark=data.high_watermark, last_stable_offset=data.last_stable_offset,
@@ -406,6 +421,10 @@ def _response(
             )
             response.responses.append(current)
         current.partitions.append(data)
+    if hints is not None:
+        response.node_endpoints = [
+            NodeEndpoint(node_id=node_id, host=host, port=port, rack=rack)
+            for node_id, host, port, rack in hints.hinted_endpoints()]
     if not slices:
         return response
     return SlicedFetchResponse(response, slices)

@@ -7,7 +7,8 @@ watermark reaches the log end offset in the append itself and acks=-1 answers at
 replicated partition's acks=-1 waits in the produce purgatory until the ISR has it (or
 ``timeout_ms``: REQUEST_TIMED_OUT), and is refused with NOT_ENOUGH_REPLICAS while the ISR is
 smaller than ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank after the
-append). A follower answers NOT_LEADER_OR_FOLLOWER. Errors are per partition — one bad
+append). A follower answers NOT_LEADER_OR_FOLLOWER, from v10 with the partition's current leader
+and that leader's endpoint (KIP-951, ``broker.leader_hints``). Errors are per partition — one bad
 partition never fails the others: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (Kafka's answer
 to a write to an internal topic), CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
 RECORD_LIST_TOO_LARGE (more bytes than ``segment.bytes``), INVALID_TIMESTAMP,
@@ -63,6 +64,7 @@ from broker.apis import (
 )
 from broker.auth import authorize, filter_authorized
 from broker.auth.acl import AclOperation, ResourceType
+from broker.leader_hints import LeaderHints
 from protocol.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
@@ -75,6 +77,8 @@ from protocol.errors import (
 from protocol.messages.produce_request import ProduceRequest
 from protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -87,6 +91,7 @@ from storage.producer_state import AppendOrigin
 logger = logging.getLogger("samsa.broker.apis.produce")
 
 TRANSACTION_ABORTABLE_VERSION = 11  # Produce versions above 10 take TRANSACTION_ABORTABLE
+FIRST_LEADER_HINT_VERSION = 10  # KIP-951: current_leader and node_endpoints
 # The hot path looks at one byte: the low byte of the first batch's int16 attributes (bytes
 # 21-22 of the header), bit 4 = transactional.
 _ATTRIBUTES_LOW_BYTE = 22
@@ -175,7 +180,28 @@ def _build(
                           else _failed(data.index, error))
             answers.partition_responses.append(answer)
         response.responses.append(answers)
+    if context.api_version >= FIRST_LEADER_HINT_VERSION:
+        _add_leader_hints(context, response)
     return response
+
+
+def _add_leader_hints(context: RequestContext, response: ProduceResponse) -> None:
+    """KIP-951 (``broker.leader_hints``): each partition answered NOT_LEADER_OR_FOLLOWER
+    names its current leader, and the response carries those leaders' endpoints."""
+    hints: LeaderHints | None = None
+    for topic in response.responses:
+        for answer in topic.partition_responses:
+            if answer.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                continue
+            if hints is None:
+                hints = LeaderHints(context.broker, context.listener_name)
+            leader = hints.current_leader(topic.name, answer.index)
+            answer.current_leader = LeaderIdAndEpoch(
+                leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
+    if hints is not None:
+        response.node_endpoints = [
+            NodeEndpoint(node_id=node_id, host=host, port=port, rack=rack)
+            for node_id, host, port, rack in hints.hinted_endpoints()]
 
 
 def _unauthorized(request: ProduceRequest, error: KafkaError) -> HandlerResult:
