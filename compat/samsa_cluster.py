@@ -1,8 +1,10 @@
 """Three combined-mode Samsa nodes for one suite (``python -m compat.run --brokers 3``).
 
 The nodes are configured as ``make cluster``'s (``conf/cluster/node-*.properties``: KRaft
-combined mode, ``broker.rack`` per node, replication factors 3, ``min.insync.replicas=2``),
-with what must differ for a harness run put over them: node ids 0, 1, 2 (kafka-python's tests
+combined mode, ``broker.rack`` per node, replication factors 3), with what must differ for a
+harness run put over them: Kafka's default ``min.insync.replicas`` (1, where ``make cluster``
+has 2: the suites' own test clusters run Kafka's defaults, and their tests create topics with
+replication factor 1 and produce with acks=all, which min.insync 2 refuses as Kafka would), node ids 0, 1, 2 (kafka-python's tests
 assume a broker 0, as its own fixture always starts one), ``broker.rack=RACK<id>`` (the racks
 of librdkafka's trivup clusters: test 0101 names its ``client.rack`` after them), ports reserved up front (every
 ``controller.quorum.voters`` entry needs its port before any process starts: bound to port 0,
@@ -52,6 +54,7 @@ PER_NODE_KEYS = ("node.id", "listeners", "advertised.listeners", "controller.quo
 FORMED_TIMEOUT_SECONDS = 60
 REPLICATION_PROBE_SECONDS = 10
 PROBE_TOPIC = "samsa-compat-replication-probe"
+SUITE_MIN_INSYNC_REPLICAS = "1"  # Kafka's default (see the module docstring)
 DESCRIBE_LOG_DIRS_VERSION = 1  # not flexible: response header v0
 T = TypeVar("T")
 
@@ -84,8 +87,8 @@ def node_settings(template: Mapping[str, str], node_id: int, voters: str, contro
     the CONTROLLER listener is added."""
     client = ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items())
     protocols = {name: name for name in listeners} | {"CONTROLLER": "PLAINTEXT"}
-    return {**template, **{key: value for key, value in suite_settings.items()
-                           if key != "listeners"},
+    return {**template, "min.insync.replicas": SUITE_MIN_INSYNC_REPLICAS,
+            **{key: value for key, value in suite_settings.items() if key != "listeners"},
             "node.id": str(node_id), "controller.quorum.voters": voters,
             "broker.rack": f"RACK{node_id}",
             "listeners": f"{client},CONTROLLER://127.0.0.1:{controller_port}",
