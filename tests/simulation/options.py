@@ -17,17 +17,18 @@ ELECTION_BOUND_MS = 10_000
 CATCH_UP_BOUND_MS = 30_000
 
 
-def parse_faults(text: str) -> tuple[str, ...]:
-    """``crash,partition`` -> ("crash", "partition"); ``all`` -> every fault; ``none`` -> ()."""
+def parse_faults(text: str, known: tuple[str, ...] = FAULTS) -> tuple[str, ...]:
+    """``crash,partition`` -> ("crash", "partition"); ``all`` -> every fault of ``known``;
+    ``none`` -> ()."""
     if text == "all":
-        return FAULTS
+        return known
     if text in ("none", ""):
         return ()
     names = tuple(name.strip() for name in text.split(","))
-    unknown = [name for name in names if name not in FAULTS]
+    unknown = [name for name in names if name not in known]
     if unknown:
-        raise ValueError(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
-    return tuple(name for name in FAULTS if name in names)
+        raise ValueError(f"unknown faults {unknown}; known: {', '.join(known)}")
+    return tuple(name for name in known if name in names)
 
 
 def parse_seeds(text: str) -> range:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tests.simulation import options as raft_options
+
 FAULTS = ("crash", "lossy", "pause", "partition", "drop", "duplicate", "reorder", "elect")
 TIME_SCALE = 20
 
@@ -37,16 +39,9 @@ RECOVERY_BOUND_MS = 20_000  # after healing: every ack in, every replica caught 
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
-    """``crash,partition`` -> ("crash", "partition"); ``all`` -> every fault; ``none`` -> ()."""
-    if text == "all":
-        return FAULTS
-    if text in ("none", ""):
-        return ()
-    names = tuple(name.strip() for name in text.split(","))
-    unknown = [name for name in names if name not in FAULTS]
-    if unknown:
-        raise ValueError(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
-    return tuple(name for name in FAULTS if name in names)
+    """``crash,partition`` -> ("crash", "partition") of this simulator's faults (the Raft
+    simulator's parser with this simulator's list)."""
+    return raft_options.parse_faults(text, FAULTS)
 
 
 @dataclass(frozen=True)
