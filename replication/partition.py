@@ -96,6 +96,7 @@ class FollowerFetch:
     diverging: tuple[int, int] | None = None
     high_watermark_moved: bool = False
     isr_change: IsrChange | None = None
+    log_start_moved: bool = False  # the follower's log start offset changed (DeleteRecords waits)
 
 
 class Partition:
@@ -314,11 +315,14 @@ class Partition:
         leader_end = self.log_end_offset
         read = self.read(fetch_offset, max_bytes, min_one_message=min_one_message,
                          isolation=FetchIsolation.LOG_END)
+        follower = self.followers.get(replica_id)
+        log_start_before = None if follower is None else follower.log_start_offset
         moved = self.follower_fetched(replica_id, fetch_offset=fetch_offset,
                                       log_start_offset=log_start_offset,
                                       leader_end_offset=leader_end, now_ms=now_ms)
         return FollowerFetch(slice=read, high_watermark_moved=moved,
-                             isr_change=self.maybe_expand_isr())
+                             isr_change=self.maybe_expand_isr(),
+                             log_start_moved=log_start_before != log_start_offset)
 
     def maybe_expand_isr(self) -> IsrChange | None:
         """The ISR plus the followers that caught up (log end at or above the high watermark
@@ -476,9 +480,12 @@ class Partition:
 
     @property
     def low_watermark(self) -> int:
-        """The smallest log start offset among the replicas (Kafka's ``lowWatermarkIfLeader``;
-        a follower not heard from yet does not hold it back)."""
-        starts = [f.log_start_offset for f in self.followers.values() if f.log_start_offset >= 0]
+        """The smallest log start offset among the replicas (Kafka's ``lowWatermarkIfLeader``,
+        which counts the live brokers' replicas: here those in the ISR; a follower not heard
+        from yet does not hold it back)."""
+        isr = self.isr_state.maximal_isr
+        starts = [f.log_start_offset for r, f in self.followers.items()
+                  if f.log_start_offset >= 0 and r in isr]
         return min([self.log_start_offset, *starts])
 
     def last_offset_for_leader_epoch(

@@ -271,7 +271,7 @@ def _read_one(
         read.slice, read.diverging = served.slice, served.diverging
         if served.isr_change is not None:
             context.broker.propose_isr_change(partition, served.isr_change)
-        return served.high_watermark_moved
+        return served.high_watermark_moved or served.log_start_moved
     partition.check_current_leader_epoch(requested.current_leader_epoch)
     preferred = _preferred_read_replica(context, partition, fetcher, requested.fetch_offset)
     if preferred is not None:  # Kafka skips the read: the consumer goes to that replica

@@ -20,6 +20,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.node_client import NodeClient
 from protocol.errors import ErrorCode
+from protocol.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from protocol.messages.list_offsets_response import ListOffsetsResponse
 from protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.messages.produce_response import ProduceResponse
 from protocol.records import Record, encode_batch
@@ -196,3 +202,32 @@ def test_only_the_leader_takes_produce_and_list_offsets(cluster_nodes) -> None: 
         assert consumer.get_watermark_offsets(TopicPartition("led", 0), timeout=10) == (0, 2)
     finally:
         consumer.close()
+
+
+def test_delete_records_answers_once_every_replica_moved_its_log_start(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
+    cluster = cluster_nodes(3)
+    formed(cluster)
+    admin = admin_for(cluster, 1, 2, 3)
+    create_topic(admin, "trimmed", **{"min.insync.replicas": "2"})
+    produce_all(cluster.bootstrap, "trimmed", [f"v{i}".encode() for i in range(100)])
+    futures = admin.delete_records([TopicPartition("trimmed", 0, 60)])
+    deleted = futures[TopicPartition("trimmed", 0, 60)].result(timeout=30)
+    assert deleted.low_watermark == 60  # every replica's log start moved before the answer
+    for node_id in (1, 2, 3):  # and each replica says so itself (DescribeLogSegments)
+        assert log_start_of(cluster, node_id, "trimmed") == 60
+
+
+def log_start_of(cluster: ClusterNodes, node_id: int, topic: str) -> int:
+    async def ask() -> int:
+        client = NodeClient("127.0.0.1", cluster.client_ports[node_id], client_id="test",
+                            request_timeout_ms=5000)
+        try:
+            request = ListOffsetsRequest(replica_id=-2, topics=[ListOffsetsTopic(
+                name=topic, partitions=[ListOffsetsPartition(partition_index=0, timestamp=-2)])])
+            response = await client.send(request)
+            assert isinstance(response, ListOffsetsResponse)
+            return response.topics[0].partitions[0].offset
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
