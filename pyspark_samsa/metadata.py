@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from protocol.errors import KafkaError, error_for_code
@@ -36,10 +37,20 @@ from protocol.messages.list_offsets_response import ListOffsetsResponse
 from pyspark_samsa.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
 from samsa._cluster import Cluster
 from samsa._loop import LoopThread
-from samsa.segments import PartitionLayout, describe_log_segments
+from samsa.segments import PartitionLayout, describe_log_segments, replica_high_watermarks
 from samsa.types import TopicPartition
 
 __all__ = ["ClusterView", "latest_offset", "resolve_offsets"]
+
+
+def _capped(layout: PartitionLayout, lowest: tuple[int, int] | None) -> PartitionLayout:
+    """File mode: the leader's layout with its high watermark and last stable offset capped at
+    the smallest any replica reports, so a task reading a lagging follower's files never
+    plans past what they hold."""
+    if lowest is None:
+        return layout
+    return replace(layout, high_watermark=min(layout.high_watermark, lowest[0]),
+                   last_stable_offset=min(layout.last_stable_offset, lowest[1]))
 
 
 def latest_offset(layout: PartitionLayout, read_committed: bool) -> int:
@@ -108,6 +119,9 @@ class ClusterView:
                     if tp.topic in known and tp.partition in known[tp.topic].partitions]
         result: dict[TopicPartition, PartitionLayout] = self._run(
             lambda cluster: describe_log_segments(cluster, existing))
+        if self.options.log_dirs:  # file mode: any replica's files may be read
+            lowest = self._run(lambda cluster: replica_high_watermarks(cluster, existing))
+            result = {tp: _capped(layout, lowest.get(tp)) for tp, layout in result.items()}
         return result
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:

@@ -108,6 +108,40 @@ async def describe_log_segments(
                                   what="describing log segments")
 
 
+async def replica_high_watermarks(
+    cluster: Cluster, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, tuple[int, int]]:
+    """(high watermark, last stable offset) of each of ``partitions``, the smallest over its
+    replicas that answer (each replica answers DescribeLogSegments with its own): what every
+    replica's files hold, for a reader that may open any replica's log dir. A replica that
+    does not answer (down, or its log still being created) is left out."""
+    wanted = sorted(set(partitions))
+    await cluster.refresh_metadata(sorted({tp.topic for tp in wanted}))
+    by_node: dict[int, list[TopicPartition]] = {}
+    for tp in wanted:
+        info = cluster.topics.get(tp.topic)
+        partition = None if info is None else info.partitions.get(tp.partition)
+        for node_id in () if partition is None else partition.replicas:
+            by_node.setdefault(node_id, []).append(tp)
+
+    async def ask(node_id: int, tps: list[TopicPartition]
+                  ) -> dict[TopicPartition, PartitionLayout | KafkaError]:
+        try:
+            return await _ask_leader(cluster, node_id, tps)
+        except Exception as error:
+            return dict.fromkeys(tps, KafkaError(str(error)))
+
+    answers = await asyncio.gather(*(ask(node, tps) for node, tps in by_node.items()))
+    lowest: dict[TopicPartition, tuple[int, int]] = {}
+    for answer in answers:
+        for tp, layout in answer.items():
+            if isinstance(layout, PartitionLayout):
+                high, stable = lowest.get(tp, (layout.high_watermark, layout.last_stable_offset))
+                lowest[tp] = (min(high, layout.high_watermark),
+                              min(stable, layout.last_stable_offset))
+    return lowest
+
+
 async def _ask_leader(
     cluster: Cluster, node_id: int, partitions: list[TopicPartition]
 ) -> dict[TopicPartition, PartitionLayout | KafkaError]:

@@ -29,6 +29,11 @@ from protocol.messages.list_offsets_response import ListOffsetsResponse
 from protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.messages.produce_response import ProduceResponse
 from protocol.records import Record, encode_batch
+from samsa._cluster import Cluster
+from samsa._loop import LoopThread
+from samsa.config import parse_config
+from samsa.segments import replica_high_watermarks
+from samsa.types import TopicPartition as SamsaTopicPartition
 from tests.integration.cluster_nodes import ClusterNodes, wait_until
 from tests.integration.test_cluster import admin_for, formed
 
@@ -231,3 +236,38 @@ def log_start_of(cluster: ClusterNodes, node_id: int, topic: str) -> int:
             await client.close()
 
     return asyncio.run(ask())
+
+
+def replica_marks(bootstrap: str, topic: str) -> tuple[int, int] | None:
+    """``samsa.segments.replica_high_watermarks`` of ``topic``-0 (the Spark file mode's cap)."""
+    loop = LoopThread("test-replica-marks")
+    cluster = Cluster(parse_config("admin", {"bootstrap.servers": bootstrap}))
+    try:
+        tp = SamsaTopicPartition(topic, 0)
+        return loop.run(replica_high_watermarks(cluster, [tp]), timeout=60).get(tp)
+    finally:
+        loop.run(cluster.close(), timeout=10)
+        loop.close()
+
+
+def test_the_smallest_replica_high_watermark_caps_what_file_readers_plan(cluster_nodes) -> None:  # type: ignore[no-untyped-def]
+    cluster = cluster_nodes(3, broker_session_timeout_ms="3000")
+    formed(cluster)
+    admin = admin_for(cluster, 1, 2, 3)
+    create_topic(admin, "capped", **{"min.insync.replicas": "1"})
+    produce_all(cluster.bootstrap, "capped", [f"v{i}".encode() for i in range(50)])
+    wait_until(lambda: replica_marks(cluster.bootstrap, "capped") == (50, 50), timeout_s=30,
+               what="every replica's high watermark at 50")
+    leader, _ = partition_state(admin, "capped")
+    frozen = next(n for n in (1, 2, 3) if n != leader)
+    cluster.kill(frozen)  # its files stop at 50 while the others go on
+    survivors = [n for n in (1, 2, 3) if n != frozen]
+    bootstrap = ",".join(f"127.0.0.1:{cluster.client_ports[n]}" for n in survivors)
+    wait_until(lambda: frozen not in partition_state(admin_for(cluster, *survivors), "capped")[1],
+               timeout_s=60, what=f"broker {frozen} out of the ISR")
+    produce_all(bootstrap, "capped", [f"w{i}".encode() for i in range(50)])
+    wait_until(lambda: replica_marks(bootstrap, "capped") == (100, 100), timeout_s=30,
+               what="the live replicas' high watermarks at 100")  # the dead one left out
+    cluster.start(frozen)  # back, behind: capped by its high watermark until it catches up
+    wait_until(lambda: replica_marks(cluster.bootstrap, "capped") == (100, 100), timeout_s=60,
+               what="the restarted replica caught up")
