@@ -5,8 +5,14 @@ Layers (h11/uvicorn style):
   when its handler finishes — in any order — and taken out strictly in request order. That is
   how pipelined requests get their responses in order while a long-poll fetch waits.
 - ``RequestGate`` (sans-IO): Kafka's ``queued.max.requests``, the number of requests received
-  but not yet answered, broker-wide. A connection that cannot get a place keeps its frames and
-  pauses reading until a place frees.
+  and not yet handled, broker-wide. A connection that cannot get a place keeps its frames and
+  pauses reading until a place frees. A request whose handler waits (a long-poll Fetch, an
+  acks=all Produce waiting for the ISR, a coordinator answer waiting for replication, a
+  forwarded admin request) gives its place back while it waits — in Kafka it has left the
+  request queue for a purgatory — so waiting clients can never starve the followers' fetches
+  that would let them finish. Instead each connection keeps at most ``MAX_PARKED`` such waiting
+  requests and reads no more until one is answered (Kafka mutes a connection until its one
+  request in process is answered; a few in flight keep librdkafka's pipelining).
 - ``KafkaConnection`` (the ``asyncio.Protocol``): moves bytes; ``RequestFramer`` does the
   framing, checking ``socket.request.max.bytes`` before buffering a body.
 
@@ -81,15 +87,17 @@ logger = logging.getLogger("samsa.broker.connection")
 API_VERSIONS_KEY = 18
 # Above this many unsent response bytes the connection stops reading requests (back-pressure).
 WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+MAX_PARKED = 5  # waiting requests per connection (see the module docstring)
 
 
 class Slot:
     """The place of one request's response in the connection's response order."""
 
-    __slots__ = ("close_after", "filled", "parts", "started")
+    __slots__ = ("close_after", "filled", "parked", "parts", "started")
 
     def __init__(self) -> None:
         self.filled = False
+        self.parked = False  # its handler is waiting (a delayed operation): no gate place held
         self.parts: list[ResponsePart] | None = None
         self.close_after = False
         self.started = 0.0  # perf_counter() when taken up; set only when metrics are on
@@ -176,7 +184,9 @@ class KafkaConnection(asyncio.Protocol):
         self._loop = asyncio.get_event_loop()
         self._frames: deque[memoryview] = deque()
         self._held = 0  # gate places held by this connection
+        self._parked = 0  # requests whose handlers wait (no gate place held)
         self._paused_for_gate = False
+        self._paused_for_parked = False
         self._paused_for_writes = False
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
@@ -258,8 +268,17 @@ class KafkaConnection(asyncio.Protocol):
     def in_flight(self) -> int:
         return len(self.responses)
 
+    @property
+    def parked(self) -> int:
+        """Requests whose handlers are waiting (they hold no gate place)."""
+        return self._parked
+
     def _process_frames(self) -> None:
         while self._frames and not self._closing and not self._refused:
+            if self._parked >= MAX_PARKED:  # resumed when one of them is answered
+                self._pause_reading()
+                self._paused_for_parked = True
+                return
             if not self.gate.try_acquire():
                 self._pause_reading()
                 self._paused_for_gate = True
@@ -267,8 +286,8 @@ class KafkaConnection(asyncio.Protocol):
                 return
             self._held += 1
             self._handle_frame(self._frames.popleft())
-        if self._paused_for_gate and not self._frames:
-            self._paused_for_gate = False
+        if (self._paused_for_gate or self._paused_for_parked) and not self._frames:
+            self._paused_for_gate = self._paused_for_parked = False
             self._maybe_resume_reading()
 
     def _pause_reading(self) -> None:
@@ -370,6 +389,9 @@ class KafkaConnection(asyncio.Protocol):
         except Exception as error:
             result = failure_response(spec, context, request, error)
         if isinstance(result, Awaitable):
+            slot.parked = True
+            self._parked += 1
+            self._release_place()
             task = self._loop.create_task(self._finish(slot, spec, context, request, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -393,6 +415,11 @@ class KafkaConnection(asyncio.Protocol):
     ) -> None:
         if self._closing:
             return
+        if slot.parked:
+            self._parked -= 1
+            if self._paused_for_parked:
+                self._loop.call_soon(self._process_frames)
+            self.server.on_place_released()
         if self.metrics is not None:
             self.metrics.observe(spec.name, context.api_version, time.perf_counter() - slot.started)
         if result is NO_RESPONSE:
@@ -444,7 +471,8 @@ class KafkaConnection(asyncio.Protocol):
         if self._sender is not None or transport is None or self._closing:
             return
         while (slot := self.responses.pop_ready()) is not None:
-            self._release_place()
+            if not slot.parked:  # a parked request gave its place back when it parked
+                self._release_place()
             if slot.close_after:
                 for part in slot.parts or ():  # a last answer (SASL failures), then close
                     transport.write(part)  # type: ignore[arg-type]

@@ -157,7 +157,7 @@ class ReplicaFetcher:
         try:
             response = await self.manager.clients.send(self.leader_id, request)
         except (NodeClientError, UnsupportedVersionError, DecodeError) as error:
-            logger.debug("fetch from broker %d failed: %s", self.leader_id, error)
+            logger.warning("fetch from broker %d failed: %s", self.leader_id, error)
             self._back_off(ready)
             return
         assert isinstance(response, FetchResponse)

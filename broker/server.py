@@ -85,8 +85,13 @@ class Server:
 
     def on_place_released(self) -> None:
         """A connection answered a request; at shutdown, the last answer ends the wait."""
-        if self._quiet is not None and not self._quiet.done() and self.gate.in_use == 0:
+        if self._quiet is not None and not self._quiet.done() and self.in_flight == 0:
             self._quiet.set_result(None)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests received and not yet answered: waiting for a handler or parked."""
+        return self.gate.in_use + sum(connection.parked for connection in self.connections)
 
     async def stop(self, *, grace_seconds: float = 10.0) -> None:
         for server in self._servers:
@@ -98,12 +103,12 @@ class Server:
         self.broker.fetch_reaper.stop()
         self.broker.produce_reaper.purgatory.force_complete_all()  # acks=all: REQUEST_TIMED_OUT
         self.broker.produce_reaper.stop()
-        if self.gate.in_use:
+        if self.in_flight:
             self._quiet = asyncio.get_running_loop().create_future()
             try:
                 await asyncio.wait_for(self._quiet, grace_seconds)
             except TimeoutError:
-                logger.warning("%d request(s) still in flight at shutdown", self.gate.in_use)
+                logger.warning("%d request(s) still in flight at shutdown", self.in_flight)
         for connection in list(self.connections):
             connection.close()
         for server in self._servers:

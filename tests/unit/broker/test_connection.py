@@ -10,7 +10,7 @@ from pathlib import Path
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.connection import KafkaConnection, RequestGate, ResponseQueue
+from broker.connection import MAX_PARKED, KafkaConnection, RequestGate, ResponseQueue
 from broker.server import Server
 from protocol.frames import encode_request
 from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
@@ -116,19 +116,65 @@ def test_pipelined_long_poll_and_metadata_are_answered_in_order(tmp_path: Path) 
         long_poll = FetchRequest(max_wait_ms=50, min_bytes=10**6, topics=[FetchTopic(
             topic="t", partitions=[FetchPartition(partition=0, partition_max_bytes=100)])])
         metadata = MetadataRequest(topics=[MetadataRequestTopic(name="t")])
-        stream = frame(1, 11, 1, long_poll) + frame(3, 12, 2, metadata) + frame(3, 12, 3, metadata)
+        stream = (frame(1, 11, 1, long_poll) + frame(3, 12, 2, metadata)
+                  + frame(3, 12, 3, metadata) + frame(3, 12, 4, metadata))
         for index in range(len(stream)):  # one byte at a time
             connection.data_received(stream[index : index + 1])
         early = correlation_ids(bytes(transport.written))
-        assert not transport.reading  # the third request waits for a place (queued.max.requests=2)
+        # The parked long poll holds no place; the two metadata answers queued behind it hold
+        # both (queued.max.requests=2): the fourth request waits for one.
+        assert not transport.reading
+        assert connection.parked == 1 and server_gate(connection).in_use == 2
         # The long poll ends after its 50 ms max wait on the broker's clock (the fetch
-        # purgatory's); then all three answers, in order.
+        # purgatory's); then all four answers, in order.
         clock.advance(50)
-        late = correlation_ids(await transport.written_once(lambda data: len(correlation_ids(data)) >= 3))
+        late = correlation_ids(await transport.written_once(lambda data: len(correlation_ids(data)) >= 4))
         connection.connection_lost(None)
         broker.shutdown()
         return early, late
 
     early, late = asyncio.run(scenario())
-    assert early == []  # the metadata answer waits behind the long poll
-    assert late == [1, 2, 3]
+    assert early == []  # the metadata answers wait behind the long poll
+    assert late == [1, 2, 3, 4]
+
+
+def server_gate(connection: KafkaConnection):  # type: ignore[no-untyped-def]
+    return connection.gate
+
+
+def test_waiting_requests_hold_no_place_but_a_connection_parks_at_most_a_few(tmp_path: Path) -> None:
+    """Long polls leave the queue (``queued.max.requests`` 1 does not stop them: a waiting
+    request must never starve the requests that would let it finish), but one connection
+    reads no more once MAX_PARKED of its requests wait; it reads again when one is answered."""
+    async def scenario() -> tuple[list[int], bool, list[int]]:
+        config = BrokerConfig.from_properties({"log.dirs": str(tmp_path), "queued.max.requests": "1"})
+        clock = ManualClock()
+        broker = Broker.create(config, clock=clock)
+        broker.startup()
+        create_topic(broker, "t")
+        connection = KafkaConnection(Server(broker))
+        transport = FakeTransport()
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        long_poll = FetchRequest(max_wait_ms=50, min_bytes=10**6, topics=[FetchTopic(
+            topic="t", partitions=[FetchPartition(partition=0, partition_max_bytes=100)])])
+        count = MAX_PARKED + 2
+        connection.data_received(b"".join(frame(1, 11, i, long_poll) for i in range(1, count + 1)))
+        parked = [connection.parked]
+        reading = transport.reading
+        clock.advance(50)
+        await transport.written_once(lambda data: len(correlation_ids(data)) >= MAX_PARKED)
+        for _ in range(1000):  # the connection reads on (scheduled), the last two park
+            if connection.parked == 2:
+                break
+            await asyncio.sleep(0)
+        parked.append(connection.parked)
+        clock.advance(50)
+        answered = correlation_ids(await transport.written_once(
+            lambda data: len(correlation_ids(data)) >= count))
+        connection.connection_lost(None)
+        broker.shutdown()
+        return parked, reading, answered
+
+    parked, reading, answered = asyncio.run(scenario())
+    assert parked == [MAX_PARKED, 2] and not reading
+    assert answered == list(range(1, MAX_PARKED + 3))
