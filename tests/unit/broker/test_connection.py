@@ -103,20 +103,30 @@ def frame(api_key: int, version: int, correlation_id: int, request) -> bytes:  #
     return encode_request(header, request)
 
 
+LONG_POLL = FetchRequest(max_wait_ms=50, min_bytes=10**6, topics=[FetchTopic(
+    topic="t", partitions=[FetchPartition(partition=0, partition_max_bytes=100)])])
+
+
+def connected(tmp_path: Path, *, queued_max_requests: int
+              ) -> tuple[Broker, ManualClock, KafkaConnection, FakeTransport]:
+    """A started broker with topic ``t`` and one connection to it over a fake transport."""
+    config = BrokerConfig.from_properties({"log.dirs": str(tmp_path),
+                                           "queued.max.requests": str(queued_max_requests)})
+    clock = ManualClock()
+    broker = Broker.create(config, clock=clock)
+    broker.startup()
+    create_topic(broker, "t")
+    connection = KafkaConnection(Server(broker))
+    transport = FakeTransport()
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    return broker, clock, connection, transport
+
+
 def test_pipelined_long_poll_and_metadata_are_answered_in_order(tmp_path: Path) -> None:
     async def scenario() -> tuple[list[int], list[int]]:
-        config = BrokerConfig.from_properties({"log.dirs": str(tmp_path), "queued.max.requests": "2"})
-        clock = ManualClock()
-        broker = Broker.create(config, clock=clock)
-        broker.startup()
-        create_topic(broker, "t")
-        connection = KafkaConnection(Server(broker))
-        transport = FakeTransport()
-        connection.connection_made(transport)  # type: ignore[arg-type]
-        long_poll = FetchRequest(max_wait_ms=50, min_bytes=10**6, topics=[FetchTopic(
-            topic="t", partitions=[FetchPartition(partition=0, partition_max_bytes=100)])])
+        broker, clock, connection, transport = connected(tmp_path, queued_max_requests=2)
         metadata = MetadataRequest(topics=[MetadataRequestTopic(name="t")])
-        stream = (frame(1, 11, 1, long_poll) + frame(3, 12, 2, metadata)
+        stream = (frame(1, 11, 1, LONG_POLL) + frame(3, 12, 2, metadata)
                   + frame(3, 12, 3, metadata) + frame(3, 12, 4, metadata))
         for index in range(len(stream)):  # one byte at a time
             connection.data_received(stream[index : index + 1])
@@ -147,18 +157,9 @@ def test_waiting_requests_hold_no_place_but_a_connection_parks_at_most_a_few(tmp
     request must never starve the requests that would let it finish), but one connection
     reads no more once MAX_PARKED of its requests wait; it reads again when one is answered."""
     async def scenario() -> tuple[list[int], bool, list[int]]:
-        config = BrokerConfig.from_properties({"log.dirs": str(tmp_path), "queued.max.requests": "1"})
-        clock = ManualClock()
-        broker = Broker.create(config, clock=clock)
-        broker.startup()
-        create_topic(broker, "t")
-        connection = KafkaConnection(Server(broker))
-        transport = FakeTransport()
-        connection.connection_made(transport)  # type: ignore[arg-type]
-        long_poll = FetchRequest(max_wait_ms=50, min_bytes=10**6, topics=[FetchTopic(
-            topic="t", partitions=[FetchPartition(partition=0, partition_max_bytes=100)])])
+        broker, clock, connection, transport = connected(tmp_path, queued_max_requests=1)
         count = MAX_PARKED + 2
-        connection.data_received(b"".join(frame(1, 11, i, long_poll) for i in range(1, count + 1)))
+        connection.data_received(b"".join(frame(1, 11, i, LONG_POLL) for i in range(1, count + 1)))
         parked = [connection.parked]
         reading = transport.reading
         clock.advance(50)
