@@ -114,7 +114,7 @@ def send_alter_partition(cluster: ClusterNodes, controller: int, topic: str, ind
 
 
 def test_a_reassignment_moves_replicas_and_every_node_serves_the_new_ones(cluster_nodes: Callable[..., ClusterNodes]) -> None:  # noqa: F811
-    cluster = cluster_nodes(3)
+    cluster = cluster_nodes(3, broker_session_timeout_ms="3000")
     formed(cluster)
     create_assigned(cluster, "moving", [[1, 2, 3]])
     client = kafka_admin(cluster)
@@ -126,22 +126,33 @@ def test_a_reassignment_moves_replicas_and_every_node_serves_the_new_ones(cluste
                what="broker 1 deleting its replica")
     assert (cluster.root / "node-3" / "moving-0").is_dir()
 
-    # Adding a replica that is not in the ISR stays in progress (the data plane completes it).
+    # An added replica fetches from the leader, joins the ISR once caught up, and that
+    # completes the reassignment (the leader's AlterPartition).
     create_assigned(cluster, "growing", [[1, 2]])
     growing = TopicPartition("growing", 0)
     assert client.alter_partition_reassignments({growing: [1, 2, 3]}) == {growing: None}
-    assert client.list_partition_reassignments() == {
-        growing: {"replicas": [1, 2, 3], "adding_replicas": [3], "removing_replicas": []}}
-    wait_until(lambda: (cluster.root / "node-3" / "growing-0").is_dir(),
-               what="broker 3 hosting the new replica")
-    everywhere(cluster, "growing", (1, [1, 2, 3], [1, 2]))
-    assert client.alter_partition_reassignments({growing: None}) == {growing: None}
-    assert client.list_partition_reassignments() == {}
-    everywhere(cluster, "growing", (1, [1, 2], [1, 2]))
+    everywhere(cluster, "growing", (1, [1, 2, 3], [1, 2, 3]))
+    wait_until(lambda: client.list_partition_reassignments() == {},
+               what="the reassignment completed by the ISR expansion")
 
-    results = client.alter_partition_reassignments({growing: [1, 9]})
-    assert results == {growing: InvalidReplicationAssignmentError}
+    # One that cannot catch up (its broker is down) stays in progress, and can be cancelled.
+    create_assigned(cluster, "stuck", [[1, 2]])
+    stuck = TopicPartition("stuck", 0)
+    cluster.kill(3)
+    live = admin_for(cluster, 1, 2)
+    wait_until(lambda: live_brokers(live) == {1, 2}, timeout_s=20, what="broker 3 fenced")
+    assert client.alter_partition_reassignments({stuck: [1, 2, 3]}) == {stuck: None}
+    assert client.list_partition_reassignments() == {
+        stuck: {"replicas": [1, 2, 3], "adding_replicas": [3], "removing_replicas": []}}
+    everywhere(cluster, "stuck", (1, [1, 2, 3], [1, 2]), nodes=(1, 2))
+    assert client.alter_partition_reassignments({stuck: None}) == {stuck: None}
+    assert client.list_partition_reassignments() == {}
+    everywhere(cluster, "stuck", (1, [1, 2], [1, 2]), nodes=(1, 2))
+
+    results = client.alter_partition_reassignments({stuck: [1, 9]})
+    assert results == {stuck: InvalidReplicationAssignmentError}
     client.close()
+    cluster.start(3)  # for the fixture's clean stop
 
 
 def test_a_preferred_election_gives_the_leadership_back_to_a_returning_broker(cluster_nodes: Callable[..., ClusterNodes]) -> None:  # noqa: F811
