@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import Any, TypeVar
 
 from protocol.errors import (
@@ -35,7 +35,7 @@ from protocol.errors import (
 from replication.controller.interface import Controller, NewTopic
 from replication.controller.proposal import Proposal
 
-__all__ = ["create_internal_topic", "refusal", "when_committed"]
+__all__ = ["create_internal_topic", "internal_partition_pending", "refusal", "when_committed"]
 
 logger = logging.getLogger("samsa.broker.commits")
 
@@ -99,3 +99,14 @@ def create_internal_topic(
     error = proposal.exception()
     if error is not None and not isinstance(error, TopicAlreadyExistsError):
         raise error
+
+
+def internal_partition_pending(ensure_topic: Callable[[], None],
+                               creating: Container[tuple[str, int]], topic: str, index: int) -> bool:
+    """Whether ``<topic>-<index>`` of an internal topic cannot take writes here yet: the topic is
+    being created (``ensure_topic`` asks for it when missing) or the partition's log is."""
+    try:
+        ensure_topic()
+    except KafkaError:
+        return True
+    return (topic, index) in creating

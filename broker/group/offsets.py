@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.commits import create_internal_topic
+from broker.commits import create_internal_topic, internal_partition_pending
 from broker.group.expiry import cleanup_group_metadata
 from broker.group.group_records import (
     group_metadata_key,
@@ -274,11 +274,8 @@ class OffsetStore:
     def partition_pending(self, index: int) -> bool:
         """Whether ``{OFFSETS_TOPIC}-<index>`` cannot take writes here yet: the topic is being
         created (asked for now when missing) or the partition's log is."""
-        try:
-            self.ensure_topic()
-        except KafkaError:
-            return True
-        return (OFFSETS_TOPIC, index) in self.replica_manager.creating
+        return internal_partition_pending(self.ensure_topic, self.replica_manager.creating,
+                                          OFFSETS_TOPIC, index)
 
     def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` unless it exists (raises the refusal, or

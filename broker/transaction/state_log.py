@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from itertools import groupby
 from typing import TYPE_CHECKING
 
-from broker.commits import create_internal_topic
+from broker.commits import create_internal_topic, internal_partition_pending
 from broker.group.offsets import partition_for
 from broker.transaction.metadata import (
     TransactionMetadata,
@@ -183,11 +183,8 @@ class TransactionStateLog:
     def partition_pending(self, index: int) -> bool:
         """Whether ``{TRANSACTION_STATE_TOPIC}-<index>`` cannot take writes here yet: the topic is being
         created (asked for now when missing) or the partition's log is."""
-        try:
-            self.ensure_topic()
-        except KafkaError:
-            return True
-        return (TRANSACTION_STATE_TOPIC, index) in self.replica_manager.creating
+        return internal_partition_pending(self.ensure_topic, self.replica_manager.creating,
+                                          TRANSACTION_STATE_TOPIC, index)
 
     def ensure_topic(self) -> None:
         """Create ``__transaction_state`` unless it exists (raises the refusal, or

@@ -51,24 +51,11 @@ from tests.simulation.replication.options import (
     ReplicationOptions,
 )
 from tests.simulation.replication.shell import CONTROLLER, BrokerShell
+from tests.simulation.simulator import Failure
 
 TRACE_LENGTH = 80
 FENCE_CHECK_INTERVAL_MS = 10
 WARM_UP_MS = 500  # no fault before the topic exists
-
-
-@dataclass(frozen=True)
-class Failure:
-    invariant: str
-    detail: str
-    time_ms: int
-    trace: list[str]
-    replay: str
-
-    def report(self) -> str:
-        return "\n".join([f"INVARIANT VIOLATED: {self.invariant} at {self.time_ms} ms", self.detail,
-                          f"last {len(self.trace)} events:", *(f"  {line}" for line in self.trace),
-                          f"replay: {self.replay}"])
 
 
 @dataclass
