@@ -36,6 +36,7 @@ from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
 from replication.append import ReplicaAppender
 from replication.controller.local import LocalController
 from replication.controller.quorum import QuorumController
+from replication.events import EVENTS
 from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
 from replication.isr import IsrChange
 from replication.metadata.delta import LocalReplicaChanges
@@ -104,6 +105,7 @@ class Broker:
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             segment_open_files_max=config.log_segment_open_files_max,
         )
+        EVENTS.node_id = config.node_id
         replica_manager = ReplicaManager(
             log_manager,
             node_id=config.node_id,

@@ -40,6 +40,7 @@ from protocol.messages.broker_registration_request import (
     Listener as RegisteredListener,
 )
 from protocol.messages.broker_registration_response import BrokerRegistrationResponse
+from replication.events import EVENTS
 
 __all__ = ["BrokerLifecycleManager", "BrokerState"]
 
@@ -180,12 +181,16 @@ class BrokerLifecycleManager:
             logger.info("heartbeat refused (%s): registering again",
                         ErrorCode(response.error_code).name)
             self.state = BrokerState.STARTING
+            if not self.fenced:
+                EVENTS.emit("fenced", why=ErrorCode(response.error_code).name)
             self.fenced = True
             self._unfenced.clear()
             return
         if response.error_code != ErrorCode.NONE:
             return  # NOT_CONTROLLER and the like: the next heartbeat goes to the new controller
         was_fenced, self.fenced = self.fenced, response.is_fenced
+        if was_fenced != self.fenced:
+            EVENTS.emit("fenced" if self.fenced else "unfenced")
         if self.state is BrokerState.RECOVERY and response.is_caught_up:
             self.state = BrokerState.RUNNING
             self._caught_up.set()

@@ -52,6 +52,7 @@ from protocol.errors import (
     PolicyViolationError,
     UnknownLeaderEpochError,
 )
+from replication.events import EVENTS
 from replication.isr import FollowerReplica, IsrChange, IsrState
 from storage.log import AppendResult, Log
 from storage.producer_state import AppendOrigin, EndMarker
@@ -204,6 +205,7 @@ class Partition:
             records, leader_epoch=self.leader_epoch, origin=origin,
             transaction_verified=transaction_verified,
         )
+        EVENTS.leader_append(self.topic, self.partition, self.leader_epoch, result.first_offset)
         self.maybe_advance_high_watermark()
         return result
 
@@ -237,6 +239,7 @@ class Partition:
         if new <= self.high_watermark:
             return False
         self.high_watermark = new
+        EVENTS.high_watermark(self.topic, self.partition, new)
         return True
 
     def enough_replicas(self, required_offset: int) -> tuple[bool, KafkaError | None]:
@@ -366,6 +369,8 @@ class Partition:
             return False
         self.isr_state.committed(isr, partition_epoch)
         self.isr_state.failed()  # answered: whatever was pending is settled
+        EVENTS.emit("isr", topic=self.topic, partition=self.partition, epoch=leader_epoch,
+                    isr=list(isr), partition_epoch=partition_epoch)
         return self.maybe_advance_high_watermark()
 
     def isr_change_failed(self, change: IsrChange | None = None) -> None:
@@ -390,6 +395,7 @@ class Partition:
         moved = new != self.high_watermark and new >= 0
         if moved:
             self.high_watermark = max(new, self.log_start_offset)
+            EVENTS.high_watermark(self.topic, self.partition, self.high_watermark)
         target = min(leader_log_start, self.high_watermark)
         if target > self.log_start_offset:
             self.log.increment_log_start_offset(target)
@@ -415,6 +421,9 @@ class Partition:
                 target = min(end_offset, log_end)
             else:
                 target = min(local_end, log_end)
+        if target < log_end:
+            EVENTS.emit("truncate", topic=self.topic, partition=self.partition, offset=target,
+                        log_end=log_end, why=f"diverging epoch {epoch} ends at {end_offset}")
         self.truncate_to(target)
         return target
 
@@ -429,6 +438,8 @@ class Partition:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and restart it, empty, at ``offset`` (a follower behind the
         leader's log start)."""
+        EVENTS.emit("truncate", topic=self.topic, partition=self.partition, offset=offset,
+                    log_end=self.log_end_offset, why="behind the leader's log start")
         self.log.truncate_fully_and_start_at(offset)
         self.high_watermark = offset
 
@@ -521,12 +532,18 @@ class Partition:
                 for r in replicas if r != self.node_id
             }
         else:
+            if isr != self.isr:
+                EVENTS.emit("isr", topic=self.topic, partition=self.partition, epoch=leader_epoch,
+                            isr=list(isr), partition_epoch=partition_epoch)
             self.isr_state.committed(isr, partition_epoch)
             kept = self.followers
             self.followers = {
                 r: kept.get(r) or FollowerReplica(r, now_ms=now_ms, in_isr=r in isr)
                 for r in replicas if r != self.node_id
             }
+        if new_epoch:
+            EVENTS.emit("leader", topic=self.topic, partition=self.partition, epoch=leader_epoch,
+                        leader=leader_id, isr=list(isr), log_end=self.log_end_offset)
         return self.maybe_advance_high_watermark()
 
     def make_follower(self, *, leader_id: int, leader_epoch: int, replicas: tuple[int, ...],
@@ -538,6 +555,9 @@ class Partition:
         self.leader_id, self.leader_epoch, self.replicas = leader_id, leader_epoch, replicas
         self.isr_state = IsrState(isr, partition_epoch)
         self.followers = {}
+        if changed:
+            EVENTS.emit("follower", topic=self.topic, partition=self.partition, epoch=leader_epoch,
+                        leader=leader_id, isr=list(isr), log_end=self.log_end_offset)
         return changed
 
     def __repr__(self) -> str:

@@ -6,6 +6,7 @@ Storage never calls ``time`` directly; it is handed a :class:`Clock`, so tests d
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Protocol
 
@@ -21,8 +22,15 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """The machine's clocks. ``SAMSA_CLOCK_OFFSET_MS`` (read once, at start-up; a fault-harness
+    hook, issue 13) shifts the wall clock by that many milliseconds, as a node whose clock is
+    wrong would read it; the monotonic clock is never shifted."""
+
+    def __init__(self) -> None:
+        self.offset_ms = int(os.environ.get("SAMSA_CLOCK_OFFSET_MS", "0") or 0)
+
     def milliseconds(self) -> int:
-        return time.time_ns() // 1_000_000
+        return time.time_ns() // 1_000_000 + self.offset_ms
 
     def monotonic_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
