@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run cluster test test-deps lint unit slow bench clean
+.PHONY: install run cluster test test-deps lint unit slow bench faults clean
 
 install: $(STAMP)
 
@@ -41,6 +41,14 @@ slow: install
 
 bench: install
 	$(PY) -m bench
+
+# The fault campaigns (issue 13): every case of tests/faults/campaigns.py on real 3-node clusters,
+# then protocol fuzzing; each run prints its seed and, when it fails, the command that replays it.
+SEED    ?= 1
+MINUTES ?= 30
+faults: install
+	$(PY) -m tests.faults --all --seed $(SEED) --minutes $(MINUTES) --results faults-results.jsonl
+	$(PY) -m tests.faults.fuzz --seed $(SEED) --minutes 10
 
 # Peer clients' own test suites (kafka-python, librdkafka) against a real broker; not part of test.
 .PHONY: compat compat-full compat-cluster

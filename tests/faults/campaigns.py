@@ -1,0 +1,279 @@
+"""The issue's fault cases (G1-G11; G12, protocol fuzzing, is ``tests.faults.fuzz``) as campaigns:
+a real cluster, real clients writing a history, a seeded nemesis, then a final read, the replicas'
+bytes and the checker's verdict.
+
+One run (:func:`run_case`):
+
+1. a :class:`FaultCluster` of 3 nodes (Kafka's timeouts scaled down: ``FAST_TIMEOUTS``) with the
+   white-box event log on (``SAMSA_FAULT_EVENTS``) and, for power loss, the fsync ledger;
+2. the case's topics (RF 3, ``min.insync.replicas=2``) and workloads (an idempotent acks=all
+   producer, a consumer group committing offsets, transactions, a compacted topic's writer);
+3. the case's faults, one after another, each followed by a wait until every node is back and
+   every partition has its full ISR (a cluster that does not recover in time is a finding:
+   ``not-recovered``);
+4. workloads stopped, one more wait for full ISRs and equal log ends, the final read of every
+   partition, the nodes stopped, each replica's batches read from its files, the events merged;
+5. the checker over the whole history.
+
+The result (:class:`RunResult`) holds the seed, the faults applied, the checker's counts and
+anomalies, and where the run's files are (kept when a run fails, for ``--replay``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.faults.history import History, read_history
+from tests.faults.nemesis import FAST_TIMEOUTS, Nemesis
+
+__all__ = ["CASES", "Case", "RunResult", "run_case"]
+
+TOPIC = "faults"
+TXN_INPUT, TXN_OUTPUT = "faults-txn-in", "faults-txn-out"
+COMPACTED = "faults-compacted"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    title: str
+    kinds: tuple[str, ...]  # the nemesis's fault kinds, drawn by the seed
+    faults: int  # how many faults in a full campaign
+    smoke_faults: int  # in make test's smoke run
+    config: tuple[tuple[str, str], ...] = ()
+    workloads: tuple[str, ...] = ("producer", "consumer")
+    pass_rule: str = ""
+    minutes: float = 0  # > 0: faults until this many minutes passed instead of a count
+    power: bool = False
+    corruptions: int = 1
+
+
+CASES: dict[str, Case] = {case.name: case for case in [
+    Case("G1", "kill -9 of a random node under load", ("kill",), 100, 3,
+         pass_rule="0 acknowledged lost, 0 inconsistent offsets, replicas identical"),
+    Case("G2", "kill -9 of every node at once", ("kill-all",), 20, 2,
+         pass_rule="0 acknowledged lost (page cache survives a process kill)"),
+    Case("G4", "power loss of every node, log.flush.interval.messages=1", ("power",), 10, 1,
+         config=(("log.flush.interval.messages", "1"),), power=True,
+         pass_rule="each log a valid prefix, 0 acknowledged lost"),
+    Case("G4-default", "power loss of every node, Kafka's default flush", ("power",), 10, 1,
+         power=True, pass_rule="each log a valid prefix; loss only of unflushed records"),
+    Case("G5", "mixed partitions and pauses", ("isolate", "split", "one-way", "flaky", "pause"),
+         0, 3, minutes=30,
+         pass_rule="G1 holds; one leader per epoch"),
+    Case("G6", "paused leader (zombie) resumes", ("pause",), 20, 2,
+         pass_rule="no post-pause write acknowledged by the zombie; truncated on rejoin"),
+    Case("G7", "rolling SIGTERM restarts under load", ("rolling",), 5, 1,
+         pass_rule="0 client errors"),
+    Case("G8", "disk corruptions in a stopped node's files", ("disk",), 100, 2, corruptions=10,
+         pass_rule="recovered to a valid prefix or reported, healed from the leader"),
+    Case("G9", "kill -9 of the group coordinator", ("kill",), 50, 2,
+         workloads=("producer", "consumer"),
+         pass_rule="committed offsets never go backwards"),
+    Case("G10", "transactions through coordinator and leader kills", ("kill",), 30, 2,
+         workloads=("producer", "transactions"),
+         pass_rule="no aborted read, no torn or lost committed transaction"),
+    Case("G11", "kill -9 during compaction", ("kill",), 30, 2, workloads=("compacted",),
+         config=(("log.cleaner.backoff.ms", "500"),),
+         pass_rule="latest value per key survives"),
+    Case("mixed", "every fault kind, mixed", ("kill", "pause", "isolate", "one-way", "flaky",
+                                              "clock", "replace", "kill-all"), 20, 8,
+         pass_rule="as G1"),
+]}
+
+
+@dataclass
+class RunResult:
+    case: str
+    seed: int
+    faults: list[dict[str, Any]]
+    report: Any  # tests.faults.checker.Report
+    root: Path
+    seconds: float
+    not_recovered: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.report.valid) and not self.not_recovered
+
+    def to_json(self) -> dict[str, Any]:
+        return {"case": self.case, "seed": self.seed, "passed": self.passed,
+                "faults": len(self.faults), "seconds": round(self.seconds, 1),
+                "not_recovered": self.not_recovered, "figures": self.figures,
+                "checker": self.report.to_json(), "root": str(self.root)}
+
+
+def replay_command(case: str, seed: int, faults: int | None) -> str:
+    count = f" --faults {faults}" if faults is not None else ""
+    return f"python -m tests.faults --case {case} --seed {seed}{count}"
+
+
+@contextmanager
+def _cluster(root: Path, case: Case) -> Iterator[Any]:
+    from tests.faults.cluster import FaultCluster
+
+    config = {**FAST_TIMEOUTS, "min.insync.replicas": "2", "default.replication.factor": "3",
+              "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+              "transaction.state.log.min.isr": "2", "offsets.topic.num.partitions": "4",
+              "transaction.state.log.num.partitions": "4", **dict(case.config)}
+    env = {"SAMSA_FAULT_EVENTS": str(root / "events-{node}.jsonl")}
+    if case.power:
+        env["SAMSA_FSYNC_LEDGER"] = str(root / "fsync-{node}.ledger")
+    cluster = FaultCluster(root, size=3, config=config, env=env)
+    try:
+        cluster.start_all()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _workloads(case: Case, bootstrap: str, history: History, rng: random.Random) -> list[Any]:
+    from tests.faults import workloads as w
+
+    specs = {TOPIC: dict(partitions=3)}
+    if "transactions" in case.workloads:
+        specs |= {TXN_INPUT: dict(partitions=2), TXN_OUTPUT: dict(partitions=2)}
+    if "compacted" in case.workloads:
+        specs[COMPACTED] = dict(partitions=2, config={
+            "cleanup.policy": "compact", "segment.ms": "2000", "min.cleanable.dirty.ratio": "0.01",
+            "delete.retention.ms": "3600000"})
+    w.create_topics(bootstrap, {name: {"replication_factor": 3, "config": {
+        "min.insync.replicas": "2", **spec.pop("config", {})}, **spec} for name, spec in specs.items()})
+    made: list[Any] = []
+    if "producer" in case.workloads or "transactions" in case.workloads:
+        made.append(w.IdempotentProducer(bootstrap, history, "producer", TOPIC if "producer" in
+                                         case.workloads else TXN_INPUT, random.Random(rng.random())))
+    if "transactions" in case.workloads:
+        made.append(w.IdempotentProducer(bootstrap, history, "txn-feed", TXN_INPUT,
+                                         random.Random(rng.random())))
+        made.append(w.Transactions(bootstrap, history, "txn", TXN_INPUT, TXN_OUTPUT,
+                                   random.Random(rng.random())))
+    if "consumer" in case.workloads:
+        made.append(w.GroupConsumer(bootstrap, history, "consumer", TOPIC,
+                                    random.Random(rng.random())))
+    if "compacted" in case.workloads:
+        made.append(w.CompactedWriter(bootstrap, history, "compacted", COMPACTED,
+                                      random.Random(rng.random())))
+    return made
+
+
+def _topics(case: Case) -> list[tuple[str, str, bool]]:
+    """(topic, isolation of its final read, compacted) of the case."""
+    topics = [(TOPIC, "read_uncommitted", False)]
+    if "transactions" in case.workloads:
+        topics += [(TXN_INPUT, "read_uncommitted", False), (TXN_OUTPUT, "read_committed", False)]
+    if "compacted" in case.workloads:
+        topics.append((COMPACTED, "read_uncommitted", True))
+    return topics
+
+
+def _merge_events(root: Path, history: History, nodes: list[int]) -> int:
+    count = 0
+    for node in nodes:
+        path = root / f"events-{node}.jsonl"
+        if not path.exists():
+            continue
+        for text in path.read_text().splitlines():
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError:  # the line a kill -9 cut short
+                continue
+            event = line.pop("event")
+            history.event(event, **line)
+            count += 1
+    return count
+
+
+def _replicas(cluster: Any, topics: list[tuple[str, str, bool]], final: dict[tuple[str, int], int]
+              ) -> dict[int, dict[tuple[str, int], Any]]:
+    from tests.faults.checker import read_replica
+
+    replicas: dict[int, dict[tuple[str, int], Any]] = {}
+    for node in cluster.node_ids:
+        data = cluster.data_dir(node)
+        held: dict[tuple[str, int], Any] = {}
+        for (topic, partition), high_watermark in final.items():
+            directory = data / f"{topic}-{partition}"
+            if directory.is_dir():
+                held[(topic, partition)] = read_replica(directory, high_watermark)
+        replicas[node] = held
+    return replicas
+
+
+def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
+             minutes: float | None = None, progress: Callable[[str], None] = lambda _: None,
+             keep: bool = False) -> RunResult:
+    """One seeded run of ``case`` in ``root`` (wiped first); see the module docstring."""
+    from tests.faults import workloads as w
+    from tests.faults.checker import check
+
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    rng = random.Random(seed)
+    history = History(root / "history.jsonl")
+    started = time.monotonic()
+    count = case.faults if faults is None else faults
+    time_bound = case.minutes > 0 and faults is None  # G5: faults until the time is up
+    limit_s = 60 * (case.minutes if minutes is None else minutes)
+    applied: list[dict[str, Any]] = []
+    not_recovered: list[str] = []
+    with _cluster(root, case) as cluster:
+        cluster.wait_healthy(what="the cluster up")
+        nemesis = Nemesis(cluster, history, rng, corruptions_per_fault=case.corruptions)
+        if case.power:
+            from tests.faults.power import power_loss
+
+            nemesis.power_loss = power_loss
+            nemesis.ledger = lambda node: root / f"fsync-{node}.ledger"
+        if "disk" in case.kinds:
+            from tests.faults.disk import corrupt
+
+            nemesis.corrupt = corrupt
+        running = _workloads(case, cluster.bootstrap, history, rng)
+        for workload in running:
+            workload.start()
+        cluster.wait_healthy(what="every topic fully replicated")
+        number = 0
+        while (time.monotonic() - started < limit_s) if time_bound else (number < count):
+            kind = rng.choice(case.kinds)
+            progress(f"{case.name} seed {seed}: fault {number + 1} {kind}")
+            nemesis.apply(kind)
+            applied.append({"number": number, "kind": kind})
+            try:
+                cluster.wait_healthy(what=f"recovery after fault {number + 1} ({kind})")
+            except AssertionError as error:
+                not_recovered.append(str(error))
+                break
+            number += 1
+        for workload in running:
+            workload.stop()
+        progress(f"{case.name} seed {seed}: final read")
+        cluster.wait_healthy(what="full ISRs before the final read", caught_up=True)
+        final: dict[tuple[str, int], int] = {}
+        for topic, isolation, compacted in _topics(case):
+            for line in w.final_read(cluster.bootstrap, history, [topic], isolation,
+                                     compacted=compacted):
+                final[(line["topic"], line["partition"])] = line["high_watermark"]
+        nodes = list(cluster.node_ids)
+        for node in nodes:
+            cluster.stop(node)
+        replicas = _replicas(cluster, _topics(case), final)
+    events = _merge_events(root, history, nodes)
+    history.close()
+    report = check(read_history(root / "history.jsonl"), replicas)
+    seconds = time.monotonic() - started
+    result = RunResult(case.name, seed, applied, report, root, seconds, not_recovered,
+                       figures={"events": events, **report.counts})
+    if result.passed and not keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return result

@@ -1,0 +1,26 @@
+"""``make test``'s fault smoke run: a few faults of each kind on real 3-node clusters, fixed seeds
+(2-3 minutes on two cores). The long campaigns are ``make faults``; a failing run here prints the
+command that replays it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.faults.campaigns import CASES, replay_command, run_case
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+
+# (case, seed): every fault kind appears at least once across these runs.
+SMOKE = [("mixed", 1), ("G4", 1), ("G8", 1), ("G10", 1)]
+
+
+@pytest.mark.parametrize(("name", "seed"), SMOKE, ids=[f"{n}-seed{s}" for n, s in SMOKE])
+def test_a_smoke_campaign_finds_no_anomaly(name: str, seed: int, tmp_path: Path) -> None:
+    case = CASES[name]
+    result = run_case(case, seed, tmp_path / "run", faults=case.smoke_faults, keep=True)
+    assert len(result.faults) == case.smoke_faults
+    assert result.report.counts.get("acknowledged-sends", 0) > 0, "the workload wrote nothing"
+    assert result.passed, (f"{result.report.summary()} {result.not_recovered}\n"
+                           f"replay: {replay_command(name, seed, case.smoke_faults)}")
