@@ -37,13 +37,14 @@ def read_replica(partition_dir: Path, high_watermark: int) -> ReplicaLog:
     """The batches of a Kafka-format partition directory (``<topic>-<partition>``) with a base
     offset below ``high_watermark``, read from its ``.log`` segments in offset order; reading a
     segment stops at its first batch whose framing is unreadable (a batch with a bad CRC is
-    kept: its bytes differ from a healthy replica's). The log start offset is the log
-    directory's ``log-start-offset-checkpoint`` entry when it is ahead of the first batch."""
+    kept: its bytes differ from a healthy replica's). The log start offset is the first
+    segment's base offset, or the log directory's ``log-start-offset-checkpoint`` entry when
+    that is ahead; a replica whose data is gone thus still claims its range, and differs."""
     segments = sorted(partition_dir.glob(f"*{LOG_SUFFIX}"), key=lambda p: parse_base_offset(p.name))
     batches: list[tuple[int, bytes]] = []
     for segment in segments:
         batches.extend(_segment_batches(segment, high_watermark))
-    first = batches[0][0] if batches else high_watermark
+    first = parse_base_offset(segments[0].name) if segments else 0
     return ReplicaLog(max(first, _checkpointed_log_start(partition_dir)), high_watermark, batches)
 
 

@@ -75,7 +75,7 @@ def check_sends(
         if found and (send.topic, send.partition, send.offset) not in found:
             anomalies.add(
                 "wrong-offset", topic=send.topic, partition=send.partition, value=send.value,
-                acknowledged=send.offset, found=sorted(found), ops=[send.as_op()],
+                acknowledged=send.offset, found=_listed(found), ops=[send.as_op()],
             )  # fmt: skip
         elif not found and _should_hold(index, send):
             final = index.final_for(send.topic, send.partition)
@@ -84,6 +84,10 @@ def check_sends(
                 "lost-write", topic=send.topic, partition=send.partition, offset=send.offset,
                 value=send.value, ops=[send.as_op(), final.as_op()],
             )  # fmt: skip
+
+
+def _listed(positions: set[Position]) -> list[list[Any]]:
+    return [list(position) for position in sorted(positions)]
 
 
 def _should_hold(index: HistoryIndex, send: Send) -> bool:
@@ -101,7 +105,7 @@ def check_duplicates(
         if len(found) > 1:
             send = index.sends.get(value)
             anomalies.add(
-                "duplicate", value=value, found=sorted(found),
+                "duplicate", value=value, found=_listed(found),
                 ops=[send.as_op()] if send is not None else [],
             )  # fmt: skip
 
@@ -160,10 +164,7 @@ def _check_polled(
 def _visible_in(index: HistoryIndex, final: FinalRead, value: Any) -> bool:
     """Whether ``final`` must show ``value`` if it survived: a read_committed read hides the
     values of transactions not known committed."""
-    if final.isolation != READ_COMMITTED:
-        return True
-    send = index.sends.get(value) if value is not None else None
-    return send is None or index.txn_outcome(send) in (None, OK)
+    return final.isolation != READ_COMMITTED or _visible_in_committed(index, value)
 
 
 def check_poll_skips(index: HistoryIndex, anomalies: Anomalies) -> None:
@@ -192,6 +193,8 @@ def _visible_offsets(index: HistoryIndex, final: FinalRead, isolation: str) -> l
 
 
 def _visible_in_committed(index: HistoryIndex, value: Any) -> bool:
+    """Whether a read_committed reader sees ``value``: not if its transaction is not known
+    committed (a value no send wrote is judged visible)."""
     send = index.sends.get(value) if value is not None else None
     return send is None or index.txn_outcome(send) in (None, OK)
 
