@@ -246,18 +246,20 @@ def check_transactions(
     index: HistoryIndex, positions: dict[Any, set[Position]], anomalies: Anomalies
 ) -> None:
     """``torn-transaction`` / ``lost-transaction``: a committed transaction's values only partly
-    (or not at all) in the final reads of their partitions."""
+    (or not at all) in the final reads of their partitions (the read_committed ones where the
+    history has them)."""
+    committed = _committed_values(index)
     for txn, outcome in index.txn_outcomes.items():
         if outcome != OK:
             continue
         checked = [s for s in index.txn_sends.get(txn, ()) if _checkable_in_txn(index, s)]
-        present = [s for s in checked if s.value in positions]
-        if not checked or len(present) == len(checked):
+        missing = [s for s in checked if not _present(index, s, committed, positions)]
+        if not missing:
             continue
-        missing = [s for s in checked if s.value not in positions]
+        present = [s.value for s in checked if s not in missing]
         anomalies.add(
             "lost-transaction" if not present else "torn-transaction", txn=txn,
-            present=[s.value for s in present], missing=[s.value for s in missing],
+            present=present, missing=[s.value for s in missing],
             ops=[{"f": "txn", "type": OK, "txn": txn}, *(s.as_op() for s in missing)],
         )  # fmt: skip
 
@@ -272,6 +274,27 @@ def _checkable_in_txn(index: HistoryIndex, send: Send) -> bool:
     if final is None:
         return False
     return send.offset is None or final.log_start <= send.offset
+
+
+def _committed_values(index: HistoryIndex) -> set[Any]:
+    return {
+        value
+        for reads in index.finals.values() if READ_COMMITTED in reads
+        for _key, value in reads[READ_COMMITTED].records.values()
+    }  # fmt: skip
+
+
+def _present(
+    index: HistoryIndex, send: Send, committed: set[Any], positions: dict[Any, set[Position]]
+) -> bool:
+    if send.partition is None:
+        read_committed = any(
+            topic == send.topic and READ_COMMITTED in reads
+            for (topic, _partition), reads in index.finals.items()
+        )  # fmt: skip
+    else:
+        read_committed = READ_COMMITTED in index.finals.get((send.topic, send.partition), {})
+    return send.value in (committed if read_committed else positions)
 
 
 # -- compaction and leaders --------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The history checker on crafted histories: each anomaly caught, and the same shape clean passes.
 
 Histories are built in memory as the harness writes them (``tests/faults/history.py``); a few
-tests write one to a file for the CLI. A hypothesis property checks histories generated from a
-brute-force model log. Nothing here opens a socket or starts a broker.
+tests write one to a file for the CLI; hypothesis properties check histories generated from a
+brute-force model log (``test_checker_model.py``). Nothing here opens a socket or starts a broker.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from protocol.records import Record, decode_batch
 from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, OffsetCheckpointFile
@@ -521,77 +519,6 @@ def test_cli_as_a_module(tmp_path: Path) -> None:
                             cwd=Path(__file__).parents[2])
     assert result.returncode == 1, result.stderr
     assert "lost-write: 1" in result.stdout
-
-
-# -- a brute-force model -----------------------------------------------------------------------
-
-
-@st.composite
-def model_histories(draw: st.DrawFn) -> tuple[Builder, dict[tuple[str, int], dict[int, str]]]:
-    """Sends from a few producers to a few partitions, acknowledged at the offsets a model log
-    gives them (``info`` ones landing or not), consumers polling each partition in order, and
-    final reads equal to the model."""
-    partitions = draw(st.integers(1, 3))
-    model: dict[tuple[str, int], dict[int, str]] = {("t", p): {} for p in range(partitions)}
-    history = Builder()
-    steps = draw(st.lists(st.tuples(st.integers(0, 2), st.integers(0, partitions - 1),
-                                    st.sampled_from(["ok", "ok", "ok", "info", "fail"]),
-                                    st.booleans()), max_size=40))
-    for number, (producer, partition, outcome, lands) in enumerate(steps):
-        value, log = f"v{number}", model[("t", partition)]
-        history.invoke_send(value, process=f"p{producer}")
-        if outcome == "ok" or (outcome == "info" and lands):
-            gap = draw(st.integers(0, 1))  # a control batch, say
-            log[(max(log) + 1 if log else 0) + gap] = value
-        if outcome == "ok":
-            history.ack(value, max(log), process=f"p{producer}", partition=partition)
-        elif outcome in ("fail", "info"):
-            history.add(outcome, "send", process=f"p{producer}", value=value)
-    for (topic, partition), log in model.items():
-        _poll_in_order(history, draw, topic, partition, log)
-    for (topic, partition), log in model.items():
-        history.final(log, topic=topic, partition=partition)
-    return history, model
-
-
-def _poll_in_order(history: Builder, draw: st.DrawFn, topic: str, partition: int,
-                   log: dict[int, str]) -> None:
-    records = sorted(log.items())
-    position = 0
-    while position < len(records):
-        size = draw(st.integers(1, 4))
-        history.poll(records[position : position + size], topic=topic, partition=partition,
-                     process=f"c{partition}")
-        position += size
-
-
-@settings(max_examples=60, deadline=None)
-@given(model_histories())
-def test_model_histories_are_valid(
-    generated: tuple[Builder, dict[tuple[str, int], dict[int, str]]],
-) -> None:
-    history, _model = generated
-    report = check(history.lines)
-    assert report.valid, report.summary()
-
-
-@settings(max_examples=60, deadline=None)
-@given(model_histories(), st.data())
-def test_a_deleted_acknowledged_record_is_a_lost_write(
-    generated: tuple[Builder, dict[tuple[str, int], dict[int, str]]], data: st.DataObject
-) -> None:
-    history, _model = generated
-    acknowledged = [(line["value"], line["partition"], line["offset"])
-                    for line in history.lines if line["type"] == "ok" and line.get("f") == "send"]
-    if not acknowledged:
-        return
-    value, partition, offset = data.draw(st.sampled_from(acknowledged))
-    for line in history.lines:
-        if line.get("f") == "final" and line["partition"] == partition:
-            line["records"] = [row for row in line["records"] if row[2] != offset]
-    report = check(history.lines)
-    assert "lost-write" in report.anomalies
-    assert [(e["value"], e["offset"]) for e in report.anomalies["lost-write"]] == [(value, offset)]
 
 
 # -- performance -------------------------------------------------------------------------------
