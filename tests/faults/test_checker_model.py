@@ -88,7 +88,7 @@ def _flight(history: Builder, model: Model, draw: st.DrawFn, number: int,
         value, partition = f"v{number}-{index}", partition % model.partitions
         outcome = "ok" if txn else outcome
         history.invoke_send(value, process=process, txn=txn)
-        completion = {"process": process, "value": value, "type": outcome}
+        completion: dict[str, Any] = {"process": process, "value": value, "type": outcome}
         if outcome == "ok" or (outcome == "info" and lands):
             offset = model.append(partition, value, gap)
             written.append((value, partition, offset))
