@@ -4,8 +4,8 @@ rules look up by value, by (topic, partition, offset) or by process.
 Pairing. A completion (``ok``/``fail``/``info``) belongs to an earlier ``invoke`` of the same
 ``process`` and ``f``. Producers keep many sends in flight, so a completion names its invoke when
 it can: a send's completion by its ``value`` (or, for a tombstone, its ``key``), a txn's by its
-``txn``; otherwise it takes the process's oldest pending invoke of that ``f``. A completion with no
-pending invoke (``final``, ``assign``, a harness that logs only outcomes) stands alone and is its
+``txn``; a completion that names nothing takes the process's oldest pending invoke of that
+``f``. A completion with no (such) pending invoke (``final``, ``assign``, a harness that logs only outcomes) stands alone and is its
 own invoke. An invoke never completed counts as ``info`` (it may have happened).
 
 Positions are numbered by line: ``line`` is the 1-based index of a history entry, so an example
@@ -222,9 +222,9 @@ class HistoryIndex:
         if not queue:
             return None
         identity = _identity(f, entry)
-        if identity is not None and identity in queue:
-            return queue.pop(identity)
-        return queue.popitem(last=False)[1]
+        if identity is None:
+            return queue.popitem(last=False)[1]
+        return queue.pop(identity, None)  # named but not pending: it stands alone
 
     # -- sends and transactions ----------------------------------------------------------------
 

@@ -67,10 +67,13 @@ def final_positions(index: HistoryIndex) -> dict[Any, set[Position]]:
 def check_sends(
     index: HistoryIndex, positions: dict[Any, set[Position]], anomalies: Anomalies
 ) -> None:
-    """``lost-write`` and ``wrong-offset`` for every ``ok`` send of a value."""
+    """``lost-write`` and ``wrong-offset`` for every ``ok`` send of a value. Counts the ``ok``
+    sends to a partition with no final read (``send-ok-unread``): nothing could be judged."""
     for send in index.sends.values():
         if send.outcome != OK or send.offset is None or send.partition is None:
             continue
+        if (send.topic, send.partition) not in index.finals:
+            index.counts["send-ok-unread"] += 1
         found = positions.get(send.value)
         if found and (send.topic, send.partition, send.offset) not in found:
             anomalies.add(

@@ -219,6 +219,29 @@ def test_completions_pair_by_value_and_fall_back_to_the_oldest_invoke() -> None:
     assert anomalies_of(history) == set()
 
 
+def test_a_completion_naming_no_pending_invoke_stands_alone() -> None:
+    history = Builder()
+    history.invoke_send("a")
+    history.add("ok", "send", process="p1", topic="t", value="b", partition=0, offset=0)
+    history.final({0: "b"})
+    report = check(history.lines)  # "b" was never invoked: its ok does not complete "a"
+    assert report.valid, report.summary()
+    assert (report.counts["send-ok"], report.counts["send-info"]) == (1, 1)
+
+
+def test_sends_to_a_partition_never_read_are_counted_unread() -> None:
+    history, log = produced(2)
+    history.send("elsewhere", 0, partition=1)
+    history.final(log)
+    report = check(history.lines)
+    assert report.valid and report.counts["send-ok-unread"] == 1
+
+
+def test_an_unknown_line_type_is_an_error() -> None:
+    with pytest.raises(ValueError, match="line 2: unknown history line type 'okay'"):
+        check([{"type": "event", "event": "heal"}, {"type": "okay", "f": "send"}])
+
+
 # -- polls -------------------------------------------------------------------------------------
 
 
@@ -281,6 +304,18 @@ def test_truncated_read_a_polled_value_the_final_read_does_not_hold() -> None:
     report = check(history.lines)
     assert set(report.anomalies) == {"truncated-read"}
     assert report.anomalies["truncated-read"][0]["final_value"] == "v3-other"
+
+
+def test_truncated_read_two_polls_saw_different_values_at_one_offset() -> None:
+    history, log = produced(3)
+    history.send("ghost", outcome="info")
+    history.poll([(0, "v0"), (1, "v1"), (2, "ghost")])
+    history.assign()
+    history.poll([(2, "v2")])
+    history.final(log)
+    report = check(history.lines)
+    assert set(report.anomalies) == {"truncated-read"}
+    assert [e["value"] for e in report.anomalies["truncated-read"]] == ["ghost"]
 
 
 def test_read_above_the_final_high_watermark_is_not_judged() -> None:
