@@ -22,7 +22,7 @@ only read; nothing here is thread-safe.
 
 from __future__ import annotations
 
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict, deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,8 +146,7 @@ class HistoryIndex:
         self.committed_reads_of_txn_values: list[PolledRecord] = []
         self.gaps: list[PollGap] = []
         self.leaders: dict[tuple[str, int, int], dict[Any, int]] = defaultdict(dict)
-        self._pending: dict[tuple[str, str], OrderedDict[Hashable, Any]] = defaultdict(OrderedDict)
-        self._pending_counter = 0
+        self._pending = _Pending()
         self._positions: dict[str, dict[TopicPartition, tuple[int, int]]] = defaultdict(dict)
         self._groups: dict[str, dict[TopicPartition, _GroupPartition]] = defaultdict(
             lambda: defaultdict(_GroupPartition)
@@ -170,14 +169,12 @@ class HistoryIndex:
 
     def finish(self) -> None:
         """Invokes never completed are ``info``: sends already are; count the rest."""
-        for queue in self._pending.values():
-            for pending in queue.values():
-                if isinstance(pending, Send):
-                    self.counts["send-info"] += 1
-                elif pending[1].get("f") == "txn" and pending[1].get("txn") is not None:
-                    self.txn_outcomes.setdefault(pending[1]["txn"], INFO)
-                    self.counts["txn-info"] += 1
-        self._pending.clear()
+        for pending in self._pending.drain():
+            if isinstance(pending, Send):
+                self.counts["send-info"] += 1
+            elif pending[1].get("f") == "txn" and pending[1].get("txn") is not None:
+                self.txn_outcomes.setdefault(pending[1]["txn"], INFO)
+                self.counts["txn-info"] += 1
 
     def _event(self, entry: dict[str, Any]) -> None:
         self.counts["event"] += 1
@@ -188,21 +185,17 @@ class HistoryIndex:
     def _invoke(self, entry: dict[str, Any]) -> None:
         f = entry.get("f", "")
         process = str(entry.get("process"))
-        identity = _identity(f, entry)
-        if identity is None:
-            self._pending_counter += 1
-            identity = ("#", self._pending_counter)
         if f == "offsets":
             entry = {**entry, "_highest": self._highest_commits(str(entry.get("group")))}
         elif f == "commit":
             self._commit_invoked(entry, self._line)
         item: Any = self._new_send(entry, process) if f == "send" else (self._line, entry)
-        self._pending[(process, f)][identity] = item
+        self._pending.add(process, f, _identity(f, entry), item)
 
     def _complete(self, entry: dict[str, Any], outcome: str) -> None:
         f = entry.get("f", "")
         process = str(entry.get("process"))
-        item = self._take_pending(process, f, entry)
+        item = self._pending.take(process, f, _identity(f, entry))
         if f == "send":
             send = item if isinstance(item, Send) else self._new_send(entry, process)
             self._send_completed(send, entry, outcome)
@@ -216,15 +209,6 @@ class HistoryIndex:
             handler(self, merged, outcome, line)
         else:
             self.counts[f"{f}-{outcome}"] += 1
-
-    def _take_pending(self, process: str, f: str, entry: dict[str, Any]) -> Any:
-        queue = self._pending.get((process, f))
-        if not queue:
-            return None
-        identity = _identity(f, entry)
-        if identity is None:
-            return queue.popitem(last=False)[1]
-        return queue.pop(identity, None)  # named but not pending: it stands alone
 
     # -- sends and transactions ----------------------------------------------------------------
 
@@ -384,6 +368,54 @@ class HistoryIndex:
         if not reads:
             return None
         return reads.get(isolation) or next(iter(reads.values()))
+
+
+class _Pending:
+    """Invokes not yet completed, per (process, f) in invoke order, and by identity."""
+
+    def __init__(self) -> None:
+        self._queues: dict[tuple[str, str], OrderedDict[int, tuple[Hashable, Any]]] = (
+            defaultdict(OrderedDict)
+        )
+        self._named: dict[tuple[str, str, Hashable], deque[int]] = defaultdict(deque)
+        self._counter = 0
+
+    def add(self, process: str, f: str, identity: Hashable | None, item: Any) -> None:
+        self._counter += 1
+        self._queues[(process, f)][self._counter] = (identity, item)
+        if identity is not None:
+            self._named[(process, f, identity)].append(self._counter)
+
+    def take(self, process: str, f: str, identity: Hashable | None) -> Any:
+        """The oldest pending invoke named ``identity`` (``None`` if there is none), or with no
+        identity the oldest of them all."""
+        queue = self._queues.get((process, f))
+        if not queue:
+            return None
+        if identity is None:
+            number, (named, item) = queue.popitem(last=False)
+            if named is not None:
+                self._forget(process, f, named, number)
+            return item
+        numbers = self._named.get((process, f, identity))
+        if not numbers:
+            return None
+        number = numbers.popleft()
+        if not numbers:
+            del self._named[(process, f, identity)]
+        return queue.pop(number)[1]
+
+    def _forget(self, process: str, f: str, identity: Hashable, number: int) -> None:
+        numbers = self._named[(process, f, identity)]
+        numbers.remove(number)
+        if not numbers:
+            del self._named[(process, f, identity)]
+
+    def drain(self) -> list[Any]:
+        items = [item for queue in self._queues.values() for _identity, item in queue.values()]
+        self._queues.clear()
+        self._named.clear()
+        return items
 
 
 def _identity(f: str, entry: dict[str, Any]) -> Hashable | None:

@@ -229,6 +229,17 @@ def test_a_completion_naming_no_pending_invoke_stands_alone() -> None:
     assert (report.counts["send-ok"], report.counts["send-info"]) == (1, 1)
 
 
+def test_two_tombstones_of_one_key_in_flight_complete_in_order() -> None:
+    history = Builder()
+    history.invoke_send(None, key="k")
+    history.invoke_send(None, key="k")
+    history.add("ok", "send", process="p1", key="k", value=None, partition=0, offset=0)
+    history.add("ok", "send", process="p1", key="k", value=None, partition=0, offset=1)
+    history.final({0: None, 1: None}, keys={0: "k", 1: "k"}, compacted=True)
+    report = check(history.lines)
+    assert report.valid and report.counts["send-ok"] == 2 and "send-info" not in report.counts
+
+
 def test_sends_to_a_partition_never_read_are_counted_unread() -> None:
     history, log = produced(2)
     history.send("elsewhere", 0, partition=1)
