@@ -45,7 +45,16 @@ from tests.faults.checker_report import DEFAULT_EXAMPLES, Anomalies, Report
 from tests.faults.checker_rules import check_all
 from tests.faults.history import read_history
 
-__all__ = ["ReplicaBytes", "ReplicaLog", "Report", "check", "main", "read_replica"]
+__all__ = [
+    "ReplicaBytes",
+    "ReplicaLog",
+    "Report",
+    "check",
+    "high_watermarks",
+    "main",
+    "read_replica",
+    "read_replicas",
+]
 
 
 def check(

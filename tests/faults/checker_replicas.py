@@ -30,7 +30,7 @@ class ReplicaLog(NamedTuple):
     batches: Sequence[tuple[int, bytes]]
 
 
-ReplicaBytes = Mapping[Any, Mapping[tuple[str, int], ReplicaLog]]
+ReplicaBytes = Mapping[Any, Mapping[tuple[str, int], ReplicaLog | tuple[int, int, Sequence[Any]]]]
 
 
 def read_replica(partition_dir: Path, high_watermark: int) -> ReplicaLog:
@@ -77,7 +77,7 @@ def check_replicas(
 ) -> int:
     """Adds a ``replica-divergence`` per partition and pair of nodes whose batches differ;
     returns how many partitions held by two or more replicas were compared."""
-    by_partition: dict[tuple[str, int], dict[Any, ReplicaLog]] = {}
+    by_partition: dict[tuple[str, int], dict[Any, Any]] = {}
     for node, logs in replicas.items():
         for topic_partition, log in logs.items():
             by_partition.setdefault(topic_partition, {})[node] = log
@@ -91,13 +91,14 @@ def check_replicas(
 
 
 def _compare_partition(
-    topic: str, partition: int, logs: dict[Any, ReplicaLog], anomalies: Anomalies
+    topic: str, partition: int, logs: dict[Any, Any], anomalies: Anomalies
 ) -> None:
-    lower = max(log.log_start for log in logs.values())
-    upper = min(log.high_watermark for log in logs.values())
-    nodes = sorted(logs, key=repr)
+    unpacked = {node: ReplicaLog(*log) for node, log in logs.items()}  # plain tuples welcome
+    lower = max(log.log_start for log in unpacked.values())
+    upper = min(log.high_watermark for log in unpacked.values())
+    nodes = sorted(unpacked, key=repr)
     in_range = {
-        node: {offset: data for offset, data in logs[node].batches if lower <= offset < upper}
+        node: {offset: data for offset, data in unpacked[node].batches if lower <= offset < upper}
         for node in nodes
     }
     reference = nodes[0]

@@ -469,7 +469,7 @@ def test_replica_divergence_below_the_smallest_high_watermark() -> None:
     assert set(report.anomalies) == {"replica-divergence"}
     (example,) = report.anomalies["replica-divergence"]
     assert (example["nodes"], example["offset"], example["compared"]) == ([1, 3], 1, [1, 2])
-    missing = {**clean, 3: {("t", 0): ReplicaLog(0, 3, [same[0], same[2]])}}
+    missing = {**clean, 3: {("t", 0): (0, 3, [same[0], same[2]])}}  # a plain tuple will do
     assert anomalies_of(Builder(), replicas=missing) == {"replica-divergence"}
 
 
