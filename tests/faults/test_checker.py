@@ -11,7 +11,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -565,46 +564,3 @@ def test_cli_as_a_module(tmp_path: Path) -> None:
                             cwd=Path(__file__).parents[2])
     assert result.returncode == 1, result.stderr
     assert "lost-write: 1" in result.stdout
-
-
-# -- performance -------------------------------------------------------------------------------
-
-
-def big_history(sends: int, *, partitions: int = 8) -> list[dict[str, Any]]:
-    """``sends`` acknowledged sends from 4 producers, one poll per 10 records, a final read."""
-    lines: list[dict[str, Any]] = []
-    logs: list[list[list[Any]]] = [[] for _ in range(partitions)]
-    for number in range(sends):
-        partition, process, value = number % partitions, f"p{number % 4}", f"v{number}"
-        lines.append({"type": "invoke", "f": "send", "process": process, "topic": "t",
-                      "key": None, "value": value})
-        offset = len(logs[partition])
-        logs[partition].append(["t", partition, offset, None, value])
-        lines.append({"type": "ok", "f": "send", "process": process, "value": value,
-                      "partition": partition, "offset": offset})
-    for partition, log in enumerate(logs):
-        for start in range(0, len(log), 10):
-            lines.append({"type": "ok", "f": "poll", "process": f"c{partition}",
-                          "isolation": RU, "records": log[start : start + 10]})
-        lines.append({"type": "ok", "f": "final", "topic": "t", "partition": partition,
-                      "log_start": 0, "high_watermark": len(log), "isolation": RU,
-                      "records": log})
-    return lines
-
-
-def test_performance_100_000_ops() -> None:
-    lines = big_history(50_000)
-    started = time.monotonic()
-    report = check(lines)
-    assert report.valid and report.counts["send-ok"] == 50_000
-    assert time.monotonic() - started < 10
-
-
-@pytest.mark.slow
-def test_performance_a_million_ops() -> None:
-    lines = big_history(500_000)
-    started = time.monotonic()
-    report = check(lines)
-    elapsed = time.monotonic() - started
-    assert report.valid and report.counts["send-ok"] == 500_000
-    assert elapsed < 60, elapsed

@@ -8,13 +8,17 @@ aborted, whose end marker takes an offset of each partition it wrote. Consumers,
 partition and isolation, poll the visible records in order and commit the next offset;
 offsets read back return the model's committed offset. The final reads are the model's logs:
 read_uncommitted all of it, read_committed without the aborted values.
+
+The performance tests check big histories of the same shape, made without hypothesis.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -200,3 +204,46 @@ def test_committed_offsets_read_back_lower_go_backwards(
     report = check(history.lines)
     assert set(report.anomalies) == {"offsets-backwards"}, report.summary()
     assert report.counts["offsets-backwards"] == 1
+
+
+# -- performance -------------------------------------------------------------------------------
+
+
+def big_history(sends: int, *, partitions: int = 8) -> list[dict[str, Any]]:
+    """``sends`` acknowledged sends from 4 producers, one poll per 10 records, a final read."""
+    lines: list[dict[str, Any]] = []
+    logs: list[list[list[Any]]] = [[] for _ in range(partitions)]
+    for number in range(sends):
+        partition, process, value = number % partitions, f"p{number % 4}", f"v{number}"
+        lines.append({"type": "invoke", "f": "send", "process": process, "topic": "t",
+                      "key": None, "value": value})
+        offset = len(logs[partition])
+        logs[partition].append(["t", partition, offset, None, value])
+        lines.append({"type": "ok", "f": "send", "process": process, "value": value,
+                      "partition": partition, "offset": offset})
+    for partition, log in enumerate(logs):
+        for start in range(0, len(log), 10):
+            lines.append({"type": "ok", "f": "poll", "process": f"c{partition}",
+                          "isolation": RU, "records": log[start : start + 10]})
+        lines.append({"type": "ok", "f": "final", "topic": "t", "partition": partition,
+                      "log_start": 0, "high_watermark": len(log), "isolation": RU,
+                      "records": log})
+    return lines
+
+
+def test_performance_100_000_ops() -> None:
+    lines = big_history(50_000)
+    started = time.monotonic()
+    report = check(lines)
+    assert report.valid and report.counts["send-ok"] == 50_000
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.slow
+def test_performance_a_million_ops() -> None:
+    lines = big_history(500_000)
+    started = time.monotonic()
+    report = check(lines)
+    elapsed = time.monotonic() - started
+    assert report.valid and report.counts["send-ok"] == 500_000
+    assert elapsed < 60, elapsed
