@@ -49,7 +49,7 @@ def _table(results: list[RunResult]) -> Table:
     for result in results:
         anomalies = {k: len(v) for k, v in result.report.anomalies.items() if v}
         table.add_row(result.case, str(result.seed), str(len(result.faults)),
-                      str(result.report.counts.get("acknowledged-sends", "")),
+                      str(result.report.counts.get("send-ok", "")),
                       "[green]pass[/]" if result.passed else "[red]FAIL[/]",
                       ", ".join(f"{k} {n}" for k, n in anomalies.items())
                       + ("; not recovered" if result.not_recovered else ""),

@@ -109,7 +109,7 @@ class RunResult:
         return {"case": self.case, "seed": self.seed, "passed": self.passed,
                 "faults": len(self.faults), "seconds": round(self.seconds, 1),
                 "not_recovered": self.not_recovered, "figures": self.figures,
-                "checker": self.report.to_json(), "root": str(self.root)}
+                "checker": json.loads(self.report.to_json()), "root": str(self.root)}
 
 
 def replay_command(case: str, seed: int, faults: int | None) -> str:
