@@ -55,6 +55,7 @@ from protocol.errors import KafkaStorageError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, TimestampType, read_batch_header
 from storage.clock import Clock
 from storage.config import LogConfig
+from storage.fsync import fsync_directory
 from storage.leader_epoch import LeaderEpochFileCache, load_leader_epoch_cache
 from storage.limits import is_resource_limit, resource_limit_message
 from storage.log_append import (
@@ -570,12 +571,17 @@ class Log:
         target = self.log_end_offset if up_to_offset is None else up_to_offset
         if target <= self.recovery_point:
             return
-        first = self._segment_index_for(self.recovery_point)
+        recovery_point = self.recovery_point
+        first = self._segment_index_for(recovery_point)
         segments = [s for s in self._segment_list.segments[first:] if s.base_offset < target]
 
         def flush_segments() -> None:
             for segment in segments:
                 segment.flush()
+            # A segment created since the last flush is durable only with its directory entry
+            # (Kafka's LocalLog.flush does the same).
+            if any(segment.base_offset >= recovery_point for segment in segments):
+                fsync_directory(self.directory)
 
         self._guard(flush_segments)
         self.recovery_point = max(self.recovery_point, target)
