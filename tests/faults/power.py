@@ -7,7 +7,7 @@ the harness starts them with ``SAMSA_FSYNC_LEDGER=<path>``); ``power_loss`` read
 every file and directory under the data dirs:
 
 - a regular file is cut to a point chosen by ``rng`` between its durable length (the last
-  ledger record of that path *and inode*; 0 if never synced) and its current length: a quarter
+  ledger record of its inode; 0 if never synced) and its current length: a quarter
   of the time at the durable length, a quarter not at all, else anywhere between;
 - an entry (file or directory, with everything under it) that is not in its directory's last
   synced listing (same name, same inode) may vanish (by ``rng``, one in two): created or
@@ -62,14 +62,20 @@ class Cut:
 
 @dataclass
 class Ledger:
-    """The last record of every synced file (path → (inode, length)) and directory."""
+    """The last record of every synced file (path → (inode, length); inode → length) and
+    directory. A file's data belongs to its inode: a file synced as ``x.tmp`` and renamed ``x``
+    keeps its durable length (an inode reused after a removal may inherit one: a milder cut,
+    never a loss the OS could not cause)."""
 
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    inodes: dict[int, int] = field(default_factory=dict)
     directories: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def durable_length(self, path: str, inode: int) -> int:
         recorded = self.files.get(path)
-        return recorded[1] if recorded is not None and recorded[0] == inode else 0
+        if recorded is not None and recorded[0] == inode:
+            return recorded[1]
+        return self.inodes.get(inode, 0)
 
 
 def read_ledger(paths: Iterable[Path]) -> Ledger:
@@ -92,6 +98,7 @@ def _apply(ledger: Ledger, line: str) -> None:
         return
     if record[0] == "f":
         ledger.files[record[1]] = (record[2], record[3])
+        ledger.inodes[record[2]] = record[3]
     elif record[0] == "d":
         ledger.directories[record[1]] = record[2]
 
