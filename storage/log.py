@@ -20,8 +20,11 @@ increments trim it; rebuilt from the batch headers when the file is missing or c
 Durability decisions (Kafka's): an append is written to the page cache, not fsynced; a flush
 happens when ``flush.messages`` unflushed records accumulate (``AppendResult.flush_due``), when
 ``flush.ms`` elapses (the log manager's schedule) and, for older segments, after a roll
-(``AppendResult.rolled``). The caller runs ``flush`` off the event loop; it only fsyncs and then
-raises ``recovery_point``. Replication, not fsync, is what makes acks=all durable.
+(``AppendResult.rolled``). The caller runs ``flush`` off the event loop; it only fsyncs (each
+segment's file and indexes, and the directory when a segment is new since the last flush) and
+then raises ``recovery_point``. By default replication, not fsync, is what makes acks=all
+durable; with ``flush.messages`` reached the broker answers only after the flush covering the
+append (``broker.group_commit``, as Kafka flushes inside its append).
 
 I/O errors are sticky: the first ``OSError`` takes the log directory offline (``DirectoryHealth``)
 and every later call raises ``KafkaStorageError`` without touching the disk.

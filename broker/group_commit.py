@@ -1,0 +1,140 @@
+"""Group commit: the flushes ``flush.messages`` asks for, one round of syncs per log dir at a time.
+
+Kafka flushes inside the append when ``flush.messages`` unflushed records accumulate
+(``UnifiedLog.append``: ``if (unflushedMessages >= flushInterval) flush()``, under the log's
+lock, for a leader's and a follower's append alike), so its produce answer and its follower's
+next fetch position both follow the fsync. Samsa keeps that promise without blocking the event
+loop, and without one fsync per append:
+
+- an append past the threshold calls ``flush(log, offset)``, which returns a future that
+  completes once ``log.recovery_point >= offset`` (everything below ``offset`` is fsynced), or
+  fails with KAFKA_STORAGE_ERROR if the sync failed (the log dir went offline: a failed fsync
+  is a log dir failure, as in Kafka);
+- each log dir (a disk) has one ``LogDirFlusher`` with its own worker thread. While a round of
+  syncs runs, appends go on and the logs they dirty are collected; when the round ends, the
+  waiters it covers are woken and the next round syncs every log collected meanwhile, each up
+  to its log end offset at the time the round starts (one ``Log.flush``: fdatasync of each
+  dirty segment and its indexes). So N producers on M partitions of one disk cost about one
+  sync per partition per round, not one per append.
+
+Who waits: Produce (``broker.apis.produce``) answers acks=1 and acks=-1 only after the flush
+covering its append (acks=0 has no answer; its flush is still requested); the follower's fetcher
+(``broker.replica_fetcher``) sends its next Fetch, which reports its log end offset as its
+position, only after the flush covering what it appended, so acks=-1 means every ISR member
+synced. The default ``flush.messages`` (Long.MAX_VALUE) never asks: nothing waits.
+
+Owned by the broker's event loop; only ``Log.flush`` runs on the flusher's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from pathlib import Path
+
+from protocol.errors import KafkaStorageError
+from storage.log import Log
+
+__all__ = ["GroupCommit", "LogDirFlusher"]
+
+logger = logging.getLogger("samsa.broker.group_commit")
+
+Waiter = tuple[int, "asyncio.Future[None]"]
+
+
+class LogDirFlusher:
+    """One log dir's flusher: at most one round of syncs at a time (see the module docstring)."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.rounds = 0  # rounds of syncs run (a test and bench counter)
+        self.logs_flushed = 0  # Log.flush calls made by those rounds
+        self._dirty: dict[Log, list[Waiter]] = {}
+        self._running = False
+
+    def flush(self, log: Log, offset: int) -> asyncio.Future[None]:
+        """A future done when everything in ``log`` below ``offset`` is fsynced."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if log.recovery_point >= offset:
+            future.set_result(None)
+            return future
+        self._dirty.setdefault(log, []).append((offset, future))
+        if not self._running:
+            self._start_round()
+        return future
+
+    def _start_round(self) -> None:
+        batch, self._dirty = self._dirty, {}
+        targets = [(log, log.log_end_offset) for log in batch]
+        self._running = True
+        self.rounds += 1
+        self.logs_flushed += len(targets)
+        loop = asyncio.get_running_loop()
+        syncing = loop.run_in_executor(self.executor, _sync_all, targets)
+        syncing.add_done_callback(lambda done: self._round_done(batch, done))
+
+    def _round_done(
+        self, batch: dict[Log, list[Waiter]], done: asyncio.Future[dict[Log, BaseException]]
+    ) -> None:
+        self._running = False
+        failures = done.result() if not done.cancelled() and done.exception() is None else {}
+        for log, waiters in batch.items():
+            failure = failures.get(log)
+            for offset, future in waiters:
+                if future.done():
+                    continue
+                if failure is not None:
+                    future.set_exception(_storage_error(log, failure))
+                elif log.recovery_point >= offset:
+                    future.set_result(None)
+                else:  # truncated and appended again meanwhile: the next round covers it
+                    self._dirty.setdefault(log, []).append((offset, future))
+        if self._dirty:
+            self._start_round()
+
+
+def _sync_all(targets: list[tuple[Log, int]]) -> dict[Log, BaseException]:
+    """On the flusher's thread: each log up to its target; a failure fails that log only."""
+    failures: dict[Log, BaseException] = {}
+    for log, target in targets:
+        try:
+            log.flush(target)
+        except Exception as error:  # KafkaStorageError: the log dir is offline now
+            logger.error("flushing %s failed: %s", log.directory.name, error)
+            failures[log] = error
+    return failures
+
+
+def _storage_error(log: Log, failure: BaseException) -> KafkaStorageError:
+    if isinstance(failure, KafkaStorageError):
+        return failure
+    return KafkaStorageError(f"flushing {log.directory.name} failed: {failure}")
+
+
+class GroupCommit:
+    """The broker's flushers, one per log dir, each with its own thread (made when first
+    needed). ``executor_for`` is for tests: an executor per log dir."""
+
+    def __init__(self, executor_for: Callable[[Path], Executor] | None = None) -> None:
+        self._executor_for = executor_for or _thread_for
+        self.flushers: dict[Path, LogDirFlusher] = {}
+
+    def flush(self, log: Log, offset: int) -> asyncio.Future[None]:
+        """Everything in ``log`` below ``offset`` fsynced (see ``LogDirFlusher.flush``)."""
+        log_dir = log.directory.parent
+        flusher = self.flushers.get(log_dir)
+        if flusher is None:
+            flusher = self.flushers[log_dir] = LogDirFlusher(self._executor_for(log_dir))
+        return flusher.flush(log, offset)
+
+    def close(self) -> None:
+        for flusher in self.flushers.values():
+            if isinstance(flusher.executor, ThreadPoolExecutor):
+                flusher.executor.shutdown(wait=True)
+        self.flushers.clear()
+
+
+def _thread_for(log_dir: Path) -> Executor:
+    return ThreadPoolExecutor(1, thread_name_prefix=f"samsa-flush-{log_dir.name}")

@@ -1,0 +1,185 @@
+"""broker.group_commit: a flush future is done only once the fsync ledger shows the data
+synced; appends made while a round runs share the next round; a failed sync fails its waiters
+with KAFKA_STORAGE_ERROR. Real logs on disk, a real event loop, no sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from broker.group_commit import GroupCommit
+from protocol.errors import KafkaStorageError
+from storage.clock import ManualClock
+from storage.config import LogConfig
+from storage.fsync import open_ledger
+from storage.log import Log
+from tests.unit.storage.helpers import client_batch, release_opened_logs
+
+release_logs = pytest.fixture(autouse=True)(release_opened_logs)
+
+NOW = 1_700_000_000_000
+DURABLE = LogConfig(flush_messages=1, message_timestamp_after_max_ms=2**62)
+T = TypeVar("T")
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "ledger"
+    open_ledger(path)
+    yield path
+    open_ledger(None)
+
+
+def synced_lengths(ledger: Path) -> dict[str, int]:
+    """The last durable length the ledger records for each file."""
+    lengths: dict[str, int] = {}
+    for line in ledger.read_text().splitlines():
+        record = json.loads(line)
+        if record[0] == "f":
+            lengths[record[1]] = record[3]
+    return lengths
+
+
+class GatedExecutor(Executor):
+    """One worker thread whose first task waits until ``release()``: a sync that takes as long
+    as the test wants, without sleeping."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1)
+        self._gate = threading.Event()
+        self.started = threading.Event()
+        self.tasks = 0
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        self.tasks += 1
+        first = self.tasks == 1
+
+        def run() -> T:
+            if first:
+                self.started.set()
+                self._gate.wait()
+            return fn(*args, **kwargs)
+
+        return self._pool.submit(run)
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._gate.set()
+        self._pool.shutdown(wait=wait)
+
+
+def open_logs(tmp_path: Path, count: int) -> list[Log]:
+    clock = ManualClock(NOW)
+    return [Log.open(tmp_path / "data" / f"t-{index}", DURABLE, clock=clock)
+            for index in range(count)]
+
+
+def append(log: Log, value: bytes = b"v") -> int:
+    """Append one record; the offset a flush must reach to cover it."""
+    result = log.append_as_leader(client_batch([value], timestamp=NOW))
+    assert result.flush_due
+    return result.last_offset + 1
+
+
+def test_the_future_is_done_only_after_the_segment_is_synced(tmp_path: Path, ledger: Path) -> None:
+    [log] = open_logs(tmp_path, 1)
+    executor = GatedExecutor()
+    commit = GroupCommit(lambda _: executor)
+
+    async def scenario() -> None:
+        flushed = commit.flush(log, append(log))
+        await asyncio.to_thread(executor.started.wait)
+        assert not flushed.done()
+        assert str(log.active_segment.log_path) not in synced_lengths(ledger)
+        executor.release()
+        await flushed
+        assert synced_lengths(ledger)[str(log.active_segment.log_path)] == log.active_segment.size
+        assert log.recovery_point == 1
+
+    asyncio.run(scenario())
+    executor.shutdown()
+
+
+def test_appends_during_a_round_share_the_next_round(tmp_path: Path, ledger: Path) -> None:
+    logs = open_logs(tmp_path, 8)
+    executor = GatedExecutor()
+    commit = GroupCommit(lambda _: executor)
+
+    async def scenario() -> None:
+        first = commit.flush(logs[0], append(logs[0]))
+        await asyncio.to_thread(executor.started.wait)  # round 1 is syncing
+        waiting = [commit.flush(log, append(log, b"%d" % n))
+                   for n in range(10) for log in logs]  # 80 appends while it runs
+        executor.release()
+        await asyncio.gather(first, *waiting)
+
+    asyncio.run(scenario())
+    [flusher] = commit.flushers.values()
+    assert flusher.rounds == 2
+    assert flusher.logs_flushed == 1 + len(logs)  # one Log.flush per dirty log per round
+    segment_syncs = sum(1 for line in ledger.read_text().splitlines()
+                        if json.loads(line)[0] == "f" and json.loads(line)[1].endswith(".log"))
+    assert segment_syncs == 1 + len(logs)
+    assert all(log.recovery_point == log.log_end_offset == 10 + (log is logs[0])
+               for log in logs)
+    executor.shutdown()
+
+
+def test_an_already_synced_offset_is_done_at_once(tmp_path: Path) -> None:
+    [log] = open_logs(tmp_path, 1)
+    offset = append(log)
+    log.flush()
+    commit = GroupCommit(lambda _: GatedExecutor())
+
+    async def scenario() -> bool:
+        return commit.flush(log, offset).done()
+
+    assert asyncio.run(scenario())
+    assert commit.flushers[log.directory.parent].rounds == 0
+
+
+def test_logs_in_two_log_dirs_have_a_flusher_each(tmp_path: Path) -> None:
+    clock = ManualClock(NOW)
+    logs = [Log.open(tmp_path / f"dir{n}" / "t-0", DURABLE, clock=clock) for n in range(2)]
+    commit = GroupCommit()
+
+    async def scenario() -> None:
+        await asyncio.gather(*(commit.flush(log, append(log)) for log in logs))
+
+    asyncio.run(scenario())
+    assert {path.name for path in commit.flushers} == {"dir0", "dir1"}
+    assert all(flusher.rounds == 1 for flusher in commit.flushers.values())
+    commit.close()
+    assert all(log.recovery_point == 1 for log in logs)
+
+
+def test_a_failed_sync_fails_its_waiters_with_a_storage_error_and_takes_the_dir_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [log] = open_logs(tmp_path, 1)
+    commit = GroupCommit()
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+
+    async def scenario() -> None:
+        with pytest.raises(KafkaStorageError, match="Input/output error"):
+            await commit.flush(log, append(log))
+
+    asyncio.run(scenario())
+    commit.close()
+    assert log.health.offline_reason is not None
+    assert log.recovery_point == 0
