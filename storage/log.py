@@ -185,7 +185,8 @@ class Log:
     def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
         """Segments by the ``LogLoader``; then what needs the live log: a log start offset
         past the recovered end, the active segment's indexes, producer state and snapshots."""
-        loader = LogLoader(self.directory, self._segment_list, self._new_segment)
+        loader = LogLoader(self.directory, self._segment_list, self._new_segment,
+                           contiguous=not self.config.compact)
         loaded = loader.load(recovery_point, log_start_offset, had_clean_shutdown)
         self.log_end_offset = loaded.log_end_offset
         self.log_start_offset = loaded.log_start_offset

@@ -6,15 +6,22 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
+import struct
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage.fsync import fsync, fsync_directory, open_ledger
+from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.fetch_response import FetchResponse
+from protocol.records import iter_batches
+from storage.fsync import LEDGER_ENVIRONMENT_VARIABLE, fsync, fsync_directory, open_ledger
 from tests.faults.power import REVERT_RENAME, TRUNCATE, VANISH, power_loss, read_ledger
+from tests.integration.conftest import BrokerProcess
+from tests.integration.test_bad_input import Client, batch, create, produce
 
 
 @pytest.fixture
@@ -122,3 +129,152 @@ def test_a_rename_never_made_durable_reverts_to_its_synced_name(tmp_path: Path) 
         else:
             assert (root / "checkpoint").read_bytes() == b"new"
     assert outcomes == {(), (REVERT_RENAME,)}
+
+
+# -- a real node: SIGKILL, power loss, restart ----------------------------------------------------
+
+SEGMENT_BYTES = "2048"  # small segments: rolls and new segment files under the fault
+
+
+@pytest.fixture
+def node_with_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[BrokerProcess, Path]]:
+    """A single node started with the fsync ledger on (killed, or stopped, at the end)."""
+    ledger = tmp_path / "ledger"
+    monkeypatch.setenv(LEDGER_ENVIRONMENT_VARIABLE, str(ledger))
+    node = BrokerProcess(log_dir=tmp_path / "data", overrides={},
+                         stderr_path=tmp_path / "broker.log")
+    nodes = [node.start()]
+    yield node, ledger
+    for started in nodes:
+        if started.alive():
+            sigkill(started)
+
+
+def sigkill(node: BrokerProcess) -> None:
+    """Kill -9: the page cache keeps what the process wrote; nothing is flushed or trimmed."""
+    assert node.process is not None
+    node.process.kill()
+    node.process.wait()
+    if node.process.stdout is not None:
+        node.process.stdout.close()
+    node._stderr.close()  # type: ignore[attr-defined]
+
+
+def batch_ends(partition_dir: Path) -> dict[int, tuple[Path, int]]:
+    """Each batch's base offset → (segment file, the byte just past the batch), read from the
+    files as the page cache has them."""
+    ends: dict[int, tuple[Path, int]] = {}
+    for segment in sorted(partition_dir.glob("*.log")):
+        data = segment.read_bytes()
+        position = 0
+        while position + 12 <= len(data):
+            base_offset, length = struct.unpack_from(">qi", data, position)
+            if length <= 0:
+                break
+            position += 12 + length
+            ends[base_offset] = (segment, position)
+    return ends
+
+
+def synced(ledger: Path, path: Path) -> int:
+    """The durable length the ledger records for ``path`` (its current inode); 0 if none."""
+    return read_ledger([ledger]).durable_length(str(path), path.stat().st_ino)
+
+
+def read_partition(client: Client, topic: str, partition: int) -> list[tuple[int, bytes]]:
+    """Every record from offset 0 to the high watermark, CRCs checked: (offset, value)."""
+    records: list[tuple[int, bytes]] = []
+    offset = 0
+    while True:
+        request = FetchRequest(max_wait_ms=0, max_bytes=1 << 24, topics=[FetchTopic(
+            topic=topic, partitions=[FetchPartition(partition=partition, fetch_offset=offset,
+                                                    partition_max_bytes=1 << 24)])])
+        answer = client.call(1, 11, request, FetchResponse, flexible=False)
+        data = answer.responses[0].partitions[0]
+        assert data.error_code == 0, data.error_code
+        batches = list(iter_batches(data.records or b"", verify_crc=True))
+        for one in batches:
+            records.extend((record.offset, record.value or b"") for record in one.records)
+        if not batches or batches[-1].next_offset >= data.high_watermark:
+            return records
+        offset = batches[-1].next_offset
+
+
+def produce_values(
+    client: Client, topic: str, count: int, *, check: Callable[[int, int], None] | None = None,
+) -> dict[int, list[tuple[int, bytes]]]:
+    """``count`` one-record batches over partitions 0 and 1, acks alternating 1 and -1:
+    each partition's acknowledged (offset, value) in order."""
+    acked: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}
+    for index in range(count):
+        partition, value = index % 2, b"value-%05d" % index
+        response = produce(client, topic, {partition: batch(value)}, acks=(1, -1)[index // 2 % 2])
+        answer = response.responses[0].partition_responses[0]
+        assert answer.error_code == 0, answer.error_code
+        if check is not None:
+            check(partition, answer.base_offset)
+        acked[partition].append((answer.base_offset, value))
+    return acked
+
+
+def restart_after_power_loss(
+    node: BrokerProcess, ledger: Path, seed: int
+) -> tuple[BrokerProcess, list[Any]]:
+    sigkill(node)
+    cuts = power_loss([node.log_dir], [ledger], random.Random(seed))
+    again = BrokerProcess(log_dir=node.log_dir, overrides={},
+                          stderr_path=node.stderr_path.with_name("broker-again.log"))
+    return again.start(), cuts
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("seed", [1, 2])
+def test_flush_messages_one_answers_after_the_sync_and_loses_nothing_acknowledged(
+    node_with_ledger: tuple[BrokerProcess, Path], seed: int,
+) -> None:
+    node, ledger = node_with_ledger
+    client = Client(node)
+    create(client, "durable", partitions=2, **{"flush.messages": "1",
+                                               "segment.bytes": SEGMENT_BYTES})
+
+    def check(partition: int, base_offset: int) -> None:
+        segment, end = batch_ends(node.log_dir / f"durable-{partition}")[base_offset]
+        assert synced(ledger, segment) >= end, "answered before the batch was fsynced"
+
+    acked = produce_values(client, "durable", 120, check=check)
+    client.close()
+    again, cuts = restart_after_power_loss(node, ledger, seed)
+    try:
+        assert any(cut.action == TRUNCATE for cut in cuts)  # the fault did cut something
+        client = Client(again)
+        for partition in (0, 1):
+            assert read_partition(client, "durable", partition) == acked[partition]
+        client.close()
+    finally:
+        assert again.stop() == 0, again.log()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("seed", [3, 4])
+def test_default_flush_settings_recover_a_consistent_prefix(
+    node_with_ledger: tuple[BrokerProcess, Path], seed: int,
+) -> None:
+    node, ledger = node_with_ledger
+    client = Client(node)
+    create(client, "lazy", partitions=2, **{"segment.bytes": SEGMENT_BYTES})
+    acked = produce_values(client, "lazy", 120)
+    client.close()
+    again, cuts = restart_after_power_loss(node, ledger, seed)
+    try:
+        assert any(cut.path.endswith(".log") for cut in cuts)  # unsynced data was cut
+        client = Client(again)
+        for partition in (0, 1):
+            read = read_partition(client, "lazy", partition)
+            assert read == acked[partition][: len(read)]  # a prefix: contiguous, in order
+        assert produce(client, "lazy", {0: batch(b"after")}).responses[0] \
+            .partition_responses[0].error_code == 0
+        client.close()
+    finally:
+        assert again.stop() == 0, again.log()
