@@ -4,6 +4,7 @@ recovers a valid prefix)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import struct
@@ -12,16 +13,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import NewTopic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.node_client import NodeClient
 from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.fetch_response import FetchResponse
+from protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+from protocol.messages.produce_response import ProduceResponse
 from protocol.records import iter_batches
 from storage.fsync import LEDGER_ENVIRONMENT_VARIABLE, fsync, fsync_directory, open_ledger
 from tests.faults.power import REVERT_RENAME, TRUNCATE, VANISH, power_loss, read_ledger
+from tests.integration.cluster_nodes import (  # noqa: F401 - the cluster_nodes fixture
+    ClusterNodes,
+    cluster_nodes,
+    wait_until,
+)
 from tests.integration.conftest import BrokerProcess
 from tests.integration.test_bad_input import Client, batch, create, produce
+from tests.integration.test_cluster import admin_for, formed
+from tests.integration.test_replication import partition_state
 
 
 @pytest.fixture
@@ -133,7 +145,8 @@ def test_a_rename_never_made_durable_reverts_to_its_synced_name(tmp_path: Path) 
 
 # -- a real node: SIGKILL, power loss, restart ----------------------------------------------------
 
-SEGMENT_BYTES = "2048"  # small segments: rolls and new segment files under the fault
+SEGMENT_BYTES = "2048"
+NOT_LEADER_OR_FOLLOWER = 6  # small segments: rolls and new segment files under the fault
 
 
 @pytest.fixture
@@ -278,3 +291,111 @@ def test_default_flush_settings_recover_a_consistent_prefix(
         client.close()
     finally:
         assert again.stop() == 0, again.log()
+
+
+@pytest.mark.integration
+def test_the_default_flush_settings_do_not_sync_on_produce(
+    node_with_ledger: tuple[BrokerProcess, Path],
+) -> None:
+    node, ledger = node_with_ledger
+    client = Client(node)
+    create(client, "lazy", partitions=2)
+    produce_values(client, "lazy", 20)
+    client.close()
+    synced_segments = [path for path in read_ledger([ledger]).files
+                       if "/lazy-" in path and path.endswith(".log")]
+    assert synced_segments == []
+
+
+@pytest.mark.integration
+def test_concurrent_producers_on_many_partitions_share_syncs(
+    node_with_ledger: tuple[BrokerProcess, Path],
+) -> None:
+    node, ledger = node_with_ledger
+    client = Client(node)
+    create(client, "shared", partitions=8, **{"flush.messages": "1"})
+    client.close()
+    answered = asyncio.run(produce_concurrently(node.port, "shared", connections=8, in_flight=4,
+                                                requests_each=10))
+    syncs = sum(1 for line in ledger.read_text().splitlines()
+                if "/shared-" in line and '.log"' in line)
+    assert answered == 8 * 4 * 10
+    assert 8 <= syncs < answered  # group commit: fewer syncs than appends
+
+
+async def produce_concurrently(port: int, topic: str, *, connections: int, in_flight: int,
+                               requests_each: int) -> int:
+    """Pipelined one-record produces (acks=1) over 8 partitions: how many were answered NONE."""
+    clients = [NodeClient("127.0.0.1", port, client_id="test", request_timeout_ms=30_000)
+               for _ in range(connections)]
+    answered = 0
+
+    async def sender(client: NodeClient, number: int) -> None:
+        nonlocal answered
+        for sent in range(requests_each):
+            request = ProduceRequest(acks=1, timeout_ms=30_000, topic_data=[TopicProduceData(
+                name=topic, partition_data=[PartitionProduceData(
+                    index=(number + sent) % 8, records=batch(b"v%d-%d" % (number, sent)))])])
+            response = await client.send(request)
+            assert isinstance(response, ProduceResponse)
+            answered += response.responses[0].partition_responses[0].error_code == 0
+
+    try:
+        await asyncio.gather(*(sender(client, index * in_flight + slot)
+                               for index, client in enumerate(clients)
+                               for slot in range(in_flight)))
+    finally:
+        for client in clients:
+            await client.close()
+    return answered
+
+
+@pytest.mark.integration
+@pytest.mark.cluster
+def test_acks_all_is_answered_once_every_isr_member_synced(
+    cluster_nodes: Callable[..., ClusterNodes],  # noqa: F811 - the imported fixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ledger = tmp_path / "cluster-ledger"  # the three nodes append to one ledger
+    monkeypatch.setenv(LEDGER_ENVIRONMENT_VARIABLE, str(ledger))
+    cluster = cluster_nodes(3)
+    formed(cluster)
+    admin = admin_for(cluster, 1, 2, 3)
+    config = {"flush.messages": "1", "min.insync.replicas": "3"}
+    admin.create_topics([NewTopic("durable", 1, 3, config=config)])["durable"].result(30)
+
+    def full_isr() -> int | None:
+        leader, isr = partition_state(admin, "durable")
+        return leader if isr == [1, 2, 3] else None
+
+    leader = wait_until(full_isr, what="the full ISR")
+    assert leader is not None
+    for index in range(15):
+        base_offset = asyncio.run(produce_one(cluster.client_ports, leader, "durable",
+                                              b"value-%d" % index))
+        for node_id in (1, 2, 3):  # the ISR: min.insync.replicas=3 made all three needed
+            segment, end = batch_ends(cluster.root / f"node-{node_id}" / "durable-0")[base_offset]
+            assert synced(ledger, segment) >= end, f"node {node_id} had not synced {base_offset}"
+
+
+async def produce_one(ports: dict[int, int], leader: int, topic: str, value: bytes) -> int:
+    """acks=-1 to ``leader``, following NOT_LEADER_OR_FOLLOWER's hint (KIP-951) once if the
+    client's metadata was behind: the base offset."""
+    for _ in range(2):
+        client = NodeClient("127.0.0.1", ports[leader], client_id="test",
+                            request_timeout_ms=30_000)
+        try:
+            request = ProduceRequest(acks=-1, timeout_ms=30_000, topic_data=[TopicProduceData(
+                name=topic, partition_data=[PartitionProduceData(index=0,
+                                                                 records=batch(value))])])
+            response = await client.send(request)
+        finally:
+            await client.close()
+        assert isinstance(response, ProduceResponse)
+        answer = response.responses[0].partition_responses[0]
+        if answer.error_code == NOT_LEADER_OR_FOLLOWER and answer.current_leader.leader_id > 0:
+            leader = answer.current_leader.leader_id
+            continue
+        assert answer.error_code == 0, answer.error_code
+        return answer.base_offset
+    raise AssertionError(f"no leader of {topic} took the record")
