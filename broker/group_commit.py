@@ -57,7 +57,7 @@ class LogDirFlusher:
     def flush(self, log: Log, offset: int) -> asyncio.Future[None]:
         """A future done when everything in ``log`` below ``offset`` is fsynced."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if log.recovery_point >= offset:
+        if _covered(log, offset):
             future.set_result(None)
             return future
         self._dirty.setdefault(log, []).append((offset, future))
@@ -87,12 +87,19 @@ class LogDirFlusher:
                     continue
                 if failure is not None:
                     future.set_exception(_storage_error(log, failure))
-                elif log.recovery_point >= offset:
+                elif _covered(log, offset):
                     future.set_result(None)
-                else:  # truncated and appended again meanwhile: the next round covers it
+                else:  # appended past the round's target meanwhile: the next round covers it
                     self._dirty.setdefault(log, []).append((offset, future))
         if self._dirty:
             self._start_round()
+
+
+def _covered(log: Log, offset: int) -> bool:
+    """Everything below ``offset`` is synced, or was truncated away (the log became a follower
+    of a leader whose log diverged: those offsets are gone, what replaced them is not waited
+    for here; acks=-1 learns the outcome from the produce purgatory)."""
+    return log.recovery_point >= min(offset, log.log_end_offset)
 
 
 def _sync_all(targets: list[tuple[Log, int]]) -> dict[Log, BaseException]:

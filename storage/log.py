@@ -141,6 +141,9 @@ class Log:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.recovery_point = 0
+        # Bumped by every truncation: a flush that started before one must not raise the
+        # recovery point over data appended after it (which that flush never synced).
+        self._truncations = 0
         self.last_flush_ms = clock.monotonic_ms()
         # Guards the segment list: the cleaner swaps segments from a worker thread while the
         # owner appends and rolls. Held only for list changes and renames, never for I/O loops.
@@ -572,10 +575,13 @@ class Log:
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``up_to_offset`` (default: the LEO)."""
         self.health.check()
-        target = self.log_end_offset if up_to_offset is None else up_to_offset
+        # Never past the LEO: a truncation since the caller chose ``up_to_offset`` took those
+        # offsets away (what was appended in their place is synced by this flush).
+        target = self.log_end_offset if up_to_offset is None else min(up_to_offset,
+                                                                       self.log_end_offset)
         if target <= self.recovery_point:
             return
-        recovery_point = self.recovery_point
+        recovery_point, truncations = self.recovery_point, self._truncations
         first = self._segment_index_for(recovery_point)
         segments = [s for s in self._segment_list.segments[first:] if s.base_offset < target]
 
@@ -588,7 +594,9 @@ class Log:
                 fsync_directory(self.directory)
 
         self._guard(flush_segments)
-        self.recovery_point = max(self.recovery_point, target)
+        with self._lock:
+            if self._truncations == truncations:
+                self.recovery_point = max(self.recovery_point, target)
         self.last_flush_ms = self.clock.monotonic_ms()
 
     def flush_is_due(self) -> bool:
@@ -629,6 +637,7 @@ class Log:
             segment.resize_indexes(self.config.segment_index_bytes)
             self.log_end_offset = segment.next_offset()
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self._truncations += 1
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``new_offset``."""
@@ -641,7 +650,9 @@ class Log:
             self.leader_epoch_cache.clear()
 
         self._guard(restart)
-        self.log_start_offset = self.log_end_offset = self.recovery_point = new_offset
+        with self._lock:
+            self.log_start_offset = self.log_end_offset = self.recovery_point = new_offset
+            self._truncations += 1
         logger.warning("truncated %s fully; it restarts at offset %d", self.directory.name, new_offset)
 
     def _remove_segments(self, segments: list[LogSegment]) -> None:

@@ -183,3 +183,51 @@ def test_a_failed_sync_fails_its_waiters_with_a_storage_error_and_takes_the_dir_
     commit.close()
     assert log.health.offline_reason is not None
     assert log.recovery_point == 0
+
+
+def test_a_truncation_during_a_round_keeps_the_recovery_point_below_unsynced_data(
+    tmp_path: Path, ledger: Path
+) -> None:
+    [log] = open_logs(tmp_path, 1)
+    executor = GatedExecutor()
+    commit = GroupCommit(lambda _: executor)
+
+    async def scenario() -> None:
+        for _ in range(4):
+            append(log)
+        flushed = commit.flush(log, 4)
+        await asyncio.to_thread(executor.started.wait)  # the round's target is offset 4
+        log.truncate_to(2)  # a new leader's log diverged: offsets 2 and 3 go ...
+        again = commit.flush(log, append(log, b"new"))  # ... and offset 2 is written anew
+        executor.release()
+        await asyncio.gather(flushed, again)
+
+    asyncio.run(scenario())
+    assert log.recovery_point == log.log_end_offset == 3
+    segment = log.active_segment
+    assert synced_lengths(ledger)[str(segment.log_path)] == segment.size  # "new" included
+    executor.shutdown()
+
+
+def test_a_truncation_while_a_flush_syncs_leaves_the_recovery_point_alone(
+    tmp_path: Path, ledger: Path
+) -> None:
+    [log] = open_logs(tmp_path, 1)
+    for _ in range(4):
+        append(log)
+    truncated = False
+    real_fdatasync = os.fdatasync
+
+    def truncating_fdatasync(fd: int) -> None:  # the loop truncates while the thread syncs
+        nonlocal truncated
+        real_fdatasync(fd)
+        if not truncated:
+            truncated = True
+            log.truncate_to(2)
+            append(log, b"new")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fdatasync", truncating_fdatasync)
+        log.flush(4)
+    assert log.log_end_offset == 3
+    assert log.recovery_point == 0  # the flush began before the truncation: it proves nothing
