@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from broker.group_commit import GroupCommit
 from protocol.errors import KafkaStorageError
@@ -231,3 +233,85 @@ def test_a_truncation_while_a_flush_syncs_leaves_the_recovery_point_alone(
         log.flush(4)
     assert log.log_end_offset == 3
     assert log.recovery_point == 0  # the flush began before the truncation: it proves nothing
+
+
+class ManualExecutor(Executor):
+    """Runs nothing until ``run_pending``: the test decides when a round's syncs happen."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Callable[[], Any], Future[Any]]] = []
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        self.pending.append((lambda: fn(*args, **kwargs), future))
+        return future
+
+    def run_pending(self) -> int:
+        tasks, self.pending = self.pending, []
+        for task, future in tasks:
+            future.set_result(task())
+        return len(tasks)
+
+
+async def settle() -> None:
+    """Let the loop run the callbacks a finished round triggers (a few hops: the executor's
+    future, the gather, the round's end)."""
+    for _ in range(8):
+        await asyncio.sleep(0)
+
+
+operations = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.integers(0, 2)),
+    st.tuples(st.just("sync"), st.just(0)),
+    st.tuples(st.just("truncate"), st.integers(0, 2), st.integers(1, 3)),
+), max_size=30)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=operations)
+def test_the_flusher_against_a_model(tmp_path_factory: pytest.TempPathFactory,
+                                     steps: list[tuple[Any, ...]]) -> None:
+    """Any interleaving of appends (each asking for its flush), rounds of syncs and
+    truncations: a waiter is done only when its offsets are synced (or truncated away), one
+    round at most is in flight, a round happens only when asked for, and once the syncs are
+    run to the end every waiter is done."""
+    logs = open_logs(tmp_path_factory.mktemp("logs"), 3)
+    executor = ManualExecutor()
+    commit = GroupCommit(lambda _: executor)
+
+    async def scenario() -> None:
+        waiters: list[tuple[Log, int, asyncio.Future[None]]] = []
+        flush_calls = 0
+        for step in steps:
+            if step[0] == "append":
+                log = logs[step[1]]
+                waiters.append((log, append(log), commit.flush(log, log.log_end_offset)))
+                flush_calls += 1
+            elif step[0] == "sync":
+                executor.run_pending()
+                await settle()
+            else:
+                log = logs[step[1]]
+                log.truncate_to(max(log.log_start_offset, log.log_end_offset - step[2]))
+            check(waiters)
+            assert len({id(task) for task, _ in executor.pending}) <= 3  # one round's logs
+            assert all(flusher.rounds <= flush_calls for flusher in commit.flushers.values())
+        while executor.run_pending():
+            await settle()
+        check(waiters)
+        assert all(future.done() for _, _, future in waiters)
+
+    seen_done: set[int] = set()
+
+    def check(waiters: list[tuple[Log, int, asyncio.Future[None]]]) -> None:
+        """Each waiter found done for the first time (futures complete only in an append or a
+        round's end, never in a truncation: so this is the state it completed in)."""
+        for index, (log, offset, future) in enumerate(waiters):
+            if future.done() and index not in seen_done:
+                seen_done.add(index)
+                assert log.recovery_point >= min(offset, log.log_end_offset)
+        for log in logs:
+            assert log.recovery_point <= log.log_end_offset
+
+    asyncio.run(scenario())
