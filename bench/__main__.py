@@ -5,7 +5,8 @@ needs Java 17), each comparison in interleaved rounds (``bench.rounds``).
 every comparison (5 by default). The cluster bench (``bench.cluster``: topic creations through
 the quorum, controller failover) and the Raft simulator's time compression (``bench.raft_sim``)
 run next, then the replication bench (``bench.replication``: acks=all RF 3 against acks=1
-RF 1, the followers' lag, partition leader failover).
+RF 1, the followers' lag, partition leader failover), then the durability bench
+(``bench.durability``: flush.messages=1 with group commit against the default flush).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from bench import (
     client_perf,
     cluster,
     consumer_perf,
+    durability,
     groups,
     raft_sim,
     replication,
@@ -43,3 +45,4 @@ if __name__ == "__main__":
     cluster.main(quick=quick, rounds_count=count)
     raft_sim.main(quick=quick, rounds_count=count)
     replication.main(quick=quick, rounds_count=count)  # issue 12
+    durability.main(quick=quick, rounds_count=count)  # issue 13: flush.messages=1 vs default

@@ -26,6 +26,7 @@ from broker.forwarding import FORWARDABLE_API_KEYS, Forwarder
 from broker.group.coordinator import GroupCoordinator
 from broker.group.loading import OffsetsLoader
 from broker.group.offsets import OFFSETS_TOPIC, OffsetsConfig, OffsetStore
+from broker.group_commit import GroupCommit
 from broker.meta_properties import load_cluster_id, random_uuid
 from broker.node_client import NodeClients
 from broker.purgatory_reaper import PurgatoryReaper
@@ -92,7 +93,8 @@ class Broker:
     lifecycle: BrokerLifecycleManager | None = None
     # KRaft brokers: follower fetchers, ISR changes (AlterPartition), the ISR shrink check
     replication: ReplicationService | None = None
-    _flushing: set[Log] = field(default_factory=set, repr=False)
+    # flush.messages: the flushes appends wait for, one round per log dir (group commit)
+    group_commit: GroupCommit = field(default_factory=GroupCommit, repr=False)
     _moved: dict[tuple[str, int], None] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -282,6 +284,7 @@ class Broker:
         return self.forwarder
 
     def shutdown(self) -> None:
+        self.group_commit.close()  # a round under way ends before the logs close
         self.checkpoint_high_watermarks()
         self.log_manager.shutdown()
 
@@ -293,19 +296,13 @@ class Broker:
     def node_id(self) -> int:
         return self.config.node_id
 
-    def flush_in_background(self, log: Log) -> None:
-        """``flush.messages`` reached: fsync the log off the event loop (once at a time)."""
-        if log in self._flushing:
-            return
-        self._flushing.add(log)
-        future = asyncio.get_running_loop().run_in_executor(self.storage_executor, log.flush)
-
-        def done(finished: asyncio.Future[None]) -> None:
-            self._flushing.discard(log)
-            if not finished.cancelled() and finished.exception() is not None:
-                logger.error("flushing %s failed: %s", log.directory.name, finished.exception())
-
-        future.add_done_callback(done)
+    def flush_until(self, log: Log, offset: int) -> asyncio.Future[None]:
+        """``flush.messages`` reached: a future done once ``log`` is fsynced below ``offset``
+        (``broker.group_commit``); it fails with KAFKA_STORAGE_ERROR if the sync failed. A
+        caller may drop it: the failure is logged by the flusher either way."""
+        future = self.group_commit.flush(log, offset)
+        future.add_done_callback(_retrieve)
+        return future
 
     def high_watermarks_moved(self, keys: Iterable[tuple[str, int]]) -> None:
         """Partitions' high watermarks (or a follower's log) moved, or their leadership did:
@@ -360,6 +357,12 @@ class Broker:
         for topic in topics:  # long polls on a deleted partition answer UNKNOWN_TOPIC_OR_PARTITION
             for index in topic.partitions:
                 self.appender.try_complete_delayed((topic.name, index))
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    """Mark a dropped flush future's failure as seen (the flusher logged it)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def offsets_config(config: BrokerConfig) -> OffsetsConfig:

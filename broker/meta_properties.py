@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from broker.config import parse_properties
+from storage.fsync import fsync, fsync_directory
 
 __all__ = [
     "META_PROPERTIES",
@@ -253,13 +254,9 @@ def write_meta_properties(directory: Path, meta: MetaProperties) -> None:
     with open(temp, "w", encoding="utf-8") as file:
         file.write(meta.to_text())
         file.flush()
-        os.fsync(file.fileno())
+        fsync(file.fileno(), temp)
     os.replace(temp, path)
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    fsync_directory(directory)
 
 
 def load_cluster_id(log_dirs: Iterable[Path], node_id: int, *, kraft: bool) -> str | None:

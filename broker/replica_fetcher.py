@@ -23,7 +23,8 @@ A request that fails (leader unreachable, timed out) backs every partition in it
 partition whose role or leader changed while its request was out is answered ``STALE`` and
 fetched again from where it now is. Follower appends happen on the event loop: each is at most
 ``replica.fetch.max.bytes`` per partition, written to the page cache (flushed by the log's
-flush policy off the loop).
+flush policy off the loop). With ``flush.messages`` reached, the fetcher sends its next Fetch
+(its position) only once the flush covering its appends is done (``broker.group_commit``).
 
 State: every object belongs to the broker's event loop.
 """
@@ -171,6 +172,7 @@ class ReplicaFetcher:
     async def _apply(self, response: FetchResponse,
                      asked: dict[PartitionKey, tuple[Partition, FetchPosition]]) -> None:
         manager = self.manager
+        flushes: list[asyncio.Future[None]] = []
         names = {partition.topic_id: key[0] for key, (partition, _) in asked.items()}
         for topic in response.responses:
             name = topic.topic or names.get(topic.topic_id, "")
@@ -201,7 +203,13 @@ class ReplicaFetcher:
                                  ErrorCode(data.error_code).name)
                     self._back_off([(key, partition)])
                 elif outcome is not FollowerOutcome.STALE:
-                    manager.appended(partition)
+                    flushed = manager.appended(partition)
+                    if flushed is not None:
+                        flushes.append(flushed)
+        # flush.messages reached: the next Fetch reports the log end offset as this node's
+        # position, so it waits until that is fsynced (acks=-1 then means every ISR member
+        # synced). A failed sync took the log dir offline: the next fetch finds it so.
+        await asyncio.gather(*flushes, return_exceptions=True)
 
     async def _reset(self, key: PartitionKey, partition: Partition) -> None:
         """OFFSET_OUT_OF_RANGE: the leader's log start and end, then ``reset_out_of_range``."""
@@ -292,9 +300,12 @@ class ReplicaFetcherManager:
         if current is not None:
             self.fetchers[current].remove(key)
 
-    def appended(self, partition: Partition) -> None:
-        """A follower's log or high watermark moved: delayed fetches on it may answer; a log
-        due for a flush is flushed off the loop."""
+    def appended(self, partition: Partition) -> asyncio.Future[None] | None:
+        """A follower's log or high watermark moved: delayed fetches on it may answer. A log
+        due for a flush (``flush.messages``): the flush of everything appended, to wait for
+        before the next Fetch (``broker.group_commit``)."""
         self.broker.high_watermarks_moved([(partition.topic, partition.partition)])
-        if partition.log.unflushed_messages >= partition.log.config.flush_messages:
-            self.broker.flush_in_background(partition.log)
+        log = partition.log
+        if log.unflushed_messages >= log.config.flush_messages:
+            return self.broker.flush_until(log, log.log_end_offset)
+        return None

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from storage.errors import CorruptCheckpointError
+from storage.fsync import fsync, fsync_directory
 
 VERSION = 0
 RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -82,14 +83,6 @@ def _checked_topic(topic: str) -> str:
     return topic
 
 
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class CheckpointFile(Generic[T]):
     """One checkpoint file whose entries are ``field_count`` space-separated fields.
 
@@ -129,7 +122,7 @@ class CheckpointFile(Generic[T]):
         with open(self.temp_path, "wb") as temp:
             temp.write(data)
             temp.flush()
-            os.fsync(temp.fileno())
+            fsync(temp.fileno(), self.temp_path)
         os.replace(self.temp_path, self.path)
         fsync_directory(self.path.parent)
 

@@ -83,7 +83,8 @@ from protocol.records import (
     encode_batch,
     read_batch_header,
 )
-from storage.checkpoint import OffsetCheckpointFile, fsync_directory
+from storage.checkpoint import OffsetCheckpointFile
+from storage.fsync import fsync_directory
 from storage.log import Log
 from storage.segment import (
     CLEANED_SUFFIX,

@@ -57,6 +57,7 @@ from storage.errors import (
     IndexOffsetOverflowError,
     InvalidOffsetError,
 )
+from storage.fsync import fsync_path, record_synced
 from storage.mapping import MappedFile, map_file
 from storage.open_files import Evictable, LeastRecentlyUsed, evict_all
 
@@ -469,12 +470,9 @@ class AbstractIndex:
             return
         if self._mmap is not None:
             self._mmap.flush()
+            record_synced(self._path, self._length)
         else:
-            fd = os.open(self._path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(self._path)
         self._dirty = False
 
     # -- files ---------------------------------------------------------------------------------

@@ -20,8 +20,11 @@ increments trim it; rebuilt from the batch headers when the file is missing or c
 Durability decisions (Kafka's): an append is written to the page cache, not fsynced; a flush
 happens when ``flush.messages`` unflushed records accumulate (``AppendResult.flush_due``), when
 ``flush.ms`` elapses (the log manager's schedule) and, for older segments, after a roll
-(``AppendResult.rolled``). The caller runs ``flush`` off the event loop; it only fsyncs and then
-raises ``recovery_point``. Replication, not fsync, is what makes acks=all durable.
+(``AppendResult.rolled``). The caller runs ``flush`` off the event loop; it only fsyncs (each
+segment's file and indexes, and the directory when a segment is new since the last flush) and
+then raises ``recovery_point``. By default replication, not fsync, is what makes acks=all
+durable; with ``flush.messages`` reached the broker answers only after the flush covering the
+append (``broker.group_commit``, as Kafka flushes inside its append).
 
 I/O errors are sticky: the first ``OSError`` takes the log directory offline (``DirectoryHealth``)
 and every later call raises ``KafkaStorageError`` without touching the disk.
@@ -55,6 +58,7 @@ from protocol.errors import KafkaStorageError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, TimestampType, read_batch_header
 from storage.clock import Clock
 from storage.config import LogConfig
+from storage.fsync import fsync_directory
 from storage.leader_epoch import LeaderEpochFileCache, load_leader_epoch_cache
 from storage.limits import is_resource_limit, resource_limit_message
 from storage.log_append import (
@@ -137,6 +141,9 @@ class Log:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.recovery_point = 0
+        # Bumped by every truncation: a flush that started before one must not raise the
+        # recovery point over data appended after it (which that flush never synced).
+        self._truncations = 0
         self.last_flush_ms = clock.monotonic_ms()
         # Guards the segment list: the cleaner swaps segments from a worker thread while the
         # owner appends and rolls. Held only for list changes and renames, never for I/O loops.
@@ -181,7 +188,8 @@ class Log:
     def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
         """Segments by the ``LogLoader``; then what needs the live log: a log start offset
         past the recovered end, the active segment's indexes, producer state and snapshots."""
-        loader = LogLoader(self.directory, self._segment_list, self._new_segment)
+        loader = LogLoader(self.directory, self._segment_list, self._new_segment,
+                           contiguous=not self.config.compact)
         loaded = loader.load(recovery_point, log_start_offset, had_clean_shutdown)
         self.log_end_offset = loaded.log_end_offset
         self.log_start_offset = loaded.log_start_offset
@@ -567,18 +575,28 @@ class Log:
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``up_to_offset`` (default: the LEO)."""
         self.health.check()
-        target = self.log_end_offset if up_to_offset is None else up_to_offset
+        # Never past the LEO: a truncation since the caller chose ``up_to_offset`` took those
+        # offsets away (what was appended in their place is synced by this flush).
+        target = self.log_end_offset if up_to_offset is None else min(up_to_offset,
+                                                                       self.log_end_offset)
         if target <= self.recovery_point:
             return
-        first = self._segment_index_for(self.recovery_point)
+        recovery_point, truncations = self.recovery_point, self._truncations
+        first = self._segment_index_for(recovery_point)
         segments = [s for s in self._segment_list.segments[first:] if s.base_offset < target]
 
         def flush_segments() -> None:
             for segment in segments:
                 segment.flush()
+            # A segment created since the last flush is durable only with its directory entry
+            # (Kafka's LocalLog.flush does the same).
+            if any(segment.base_offset >= recovery_point for segment in segments):
+                fsync_directory(self.directory)
 
         self._guard(flush_segments)
-        self.recovery_point = max(self.recovery_point, target)
+        with self._lock:
+            if self._truncations == truncations:
+                self.recovery_point = max(self.recovery_point, target)
         self.last_flush_ms = self.clock.monotonic_ms()
 
     def flush_is_due(self) -> bool:
@@ -619,6 +637,7 @@ class Log:
             segment.resize_indexes(self.config.segment_index_bytes)
             self.log_end_offset = segment.next_offset()
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self._truncations += 1
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Drop every segment and restart the log, empty, at ``new_offset``."""
@@ -631,7 +650,9 @@ class Log:
             self.leader_epoch_cache.clear()
 
         self._guard(restart)
-        self.log_start_offset = self.log_end_offset = self.recovery_point = new_offset
+        with self._lock:
+            self.log_start_offset = self.log_end_offset = self.recovery_point = new_offset
+            self._truncations += 1
         logger.warning("truncated %s fully; it restarts at offset %d", self.directory.name, new_offset)
 
     def _remove_segments(self, segments: list[LogSegment]) -> None:

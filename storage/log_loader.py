@@ -10,8 +10,9 @@ Steps, in order:
    they are checked, and rebuilt if missing or corrupt, at their first use (KAFKA-7283), so
    start-up reads one index pair per partition whatever the number of segments;
 3. after an unclean shutdown every segment from the one holding the recovery point on is
-   recovered; the first one cut short (a bad batch) ends the log: the segments after it are
-   deleted, since offsets must stay contiguous;
+   recovered; the first one cut short (a bad batch), or, in a log that is not compacted, ending
+   short of the next segment's base offset (cut at a batch boundary by a power loss), ends the
+   log: the segments after it are deleted, since offsets must stay contiguous;
 4. an empty directory gets one empty segment at the log start offset; the log end offset is the
    active segment's next offset (an unreadable tail found there, damage after a clean shutdown,
    is recovered too rather than failing the whole directory).
@@ -63,10 +64,14 @@ class LogLoader:
         directory: Path,
         segments: LogSegments,
         new_segment: Callable[..., LogSegment],
+        *,
+        contiguous: bool = True,
     ) -> None:
         self.directory = directory
         self.segments = segments
         self.new_segment = new_segment
+        # Offsets run on from one segment to the next (no compaction): a hole ends the log.
+        self.contiguous = contiguous
         self.recovered_from: int | None = None
 
     def load(
@@ -131,7 +136,9 @@ class LogLoader:
         start = self.segments.index_for(recovery_point)
         cut: LogSegment | None = None
         for index in range(start, len(segments)):
-            if self._recover_segment(segments[index], "unclean shutdown"):
+            if self._recover_segment(segments[index], "unclean shutdown") or self._hole_after(
+                index
+            ):
                 cut = segments[index]
                 for later in self.segments.drop_after(index):
                     logger.warning("deleting %s: it follows a truncated segment", later.log_path)
@@ -140,6 +147,20 @@ class LogLoader:
         for segment in segments[start:]:
             if segment.size or segment is cut:  # an empty, uncut segment has nothing to sync
                 segment.flush()
+
+    def _hole_after(self, index: int) -> bool:
+        """A recovered segment that ends short of the next one's base offset in a log that is
+        not compacted: its tail never reached the disk while a later segment's did (a power
+        loss after a roll, cut at a batch boundary, so no bad batch shows it)."""
+        segments = self.segments.segments
+        if not self.contiguous or index + 1 >= len(segments):
+            return False
+        end, following = segments[index].next_offset(), segments[index + 1].base_offset
+        if end < following:
+            logger.warning("%s ends at offset %d, short of the next segment's %d: the log ends "
+                           "there", segments[index].log_path, end, following)
+            return True
+        return False
 
     def _active_next_offset(self) -> int:
         """The LEO from the active segment; an unreadable tail (damage after a clean shutdown)

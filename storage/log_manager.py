@@ -70,6 +70,7 @@ from storage.cleaner import (
 from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import CorruptCheckpointError
+from storage.fsync import fsync_directory
 from storage.limits import (
     ProcessLimits,
     current_limits,
@@ -294,6 +295,8 @@ class LogManager:
         log = Log.open(directory / f"{topic}-{partition}", config, clock=self.clock,
                        had_clean_shutdown=True, health=self.health[directory],
                        open_files=self.open_files, index_maps=self.index_maps)
+        # The new directory's entry in the log directory: durable before anything is acked.
+        self._on_disk(log, lambda: fsync_directory(directory))
         if topic_id is not None:
             self._on_disk(log, lambda: write_partition_metadata(log.directory, topic_id))
         return log

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
 
-from storage.checkpoint import fsync_directory
 from storage.errors import CorruptPartitionMetadataError
+from storage.fsync import fsync, fsync_directory
 
 PARTITION_METADATA_FILE = "partition.metadata"
 CURRENT_VERSION = 0
@@ -134,6 +134,6 @@ def write_partition_metadata(directory: Path, topic_id: UUID) -> None:
     with open(temp, "wb") as handle:
         handle.write(PartitionMetadata(topic_id).encode())
         handle.flush()
-        os.fsync(handle.fileno())
+        fsync(handle.fileno(), temp)
     os.replace(temp, path)
     fsync_directory(directory)

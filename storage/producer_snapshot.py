@@ -30,8 +30,8 @@ from pathlib import Path
 
 import crc32c
 
-from storage.checkpoint import fsync_directory
 from storage.errors import StorageError
+from storage.fsync import fsync, fsync_directory
 from storage.producer_state import NO_TXN_OFFSET, BatchMetadata, ProducerStateEntry
 
 logger = logging.getLogger("samsa.storage.producer_state")
@@ -137,7 +137,7 @@ def write_snapshot_file(directory: Path, offset: int, data: bytes) -> Path:
     with open(temp, "wb") as handle:
         handle.write(data)
         handle.flush()
-        os.fsync(handle.fileno())
+        fsync(handle.fileno(), temp)
     os.replace(temp, path)
     fsync_directory(directory)
     return path

@@ -52,6 +52,7 @@ from protocol.records import (
 )
 from storage.clock import Clock
 from storage.errors import CorruptIndexError
+from storage.fsync import fdatasync
 from storage.index import OffsetIndex, TimeIndex
 from storage.open_files import LeastRecentlyUsed, OpenFile, SegmentFile
 from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -590,7 +591,7 @@ class LogSegment:
         if self.deleted:  # taken out of the log while a flush was under way: nothing to keep
             return
         handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
-        os.fsync(handle.fd)
+        fdatasync(handle.fd, self.log_path)
         self._offset_index.flush()
         self._time_index.flush()
         self.txn_index.flush()

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from storage.errors import CorruptIndexError
+from storage.fsync import fsync_path
 
 TXN_INDEX_SUFFIX = ".txnindex"
 ENTRY_VERSION = 0
@@ -156,11 +157,7 @@ class TransactionIndex:
     def flush(self) -> None:
         if not self.path.exists():
             return
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(self.path)
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -51,8 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import Any
 
 from broker.apis import (
     CLOSE_CONNECTION,
@@ -110,17 +108,61 @@ def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
         names = [topic.name for topic in request.topic_data]
         denied = set(names) - filter_authorized(context, AclOperation.WRITE, ResourceType.TOPIC, names)
     appended = _append_all(context, request, denied)
+    flushes = _flushes(context, appended)
+    replicated = None
     if request.acks == -1:
-        delayed = _delay_until_replicated(context, request, denied, appended)
-        if delayed is not None:
-            return delayed
-    return _response(context, request, denied, appended, {})
+        replicated = _delay_until_replicated(context, request, appended)
+    if replicated is None and not (flushes and request.acks != 0):
+        return _response(context, request, denied, appended, {})
+    return _answer_when_durable(context, request, denied, appended, flushes, replicated)
+
+
+def _flushes(
+    context: RequestContext, appended: list[tuple[TopicPartition, PartitionAppend]],
+) -> dict[TopicPartition, asyncio.Future[None]]:
+    """``flush.messages`` reached by an append (or a retried batch whose original is not yet
+    synced): the flush covering it (``broker.group_commit``), which its answer waits for."""
+    flushes: dict[TopicPartition, asyncio.Future[None]] = {}
+    for key, outcome in appended:
+        result = outcome.result
+        if outcome.error is not None or result is None:
+            continue
+        partition = context.broker.replica_manager.partition(*key)
+        if partition is None:
+            continue
+        log = partition.log
+        if result.flush_due or (
+            result.duplicate and log.unflushed_messages >= log.config.flush_messages
+        ):
+            flushes[key] = context.broker.flush_until(log, result.last_offset + 1)
+    return flushes
+
+
+async def _answer_when_durable(
+    context: RequestContext, request: ProduceRequest, denied: set[str],
+    appended: list[tuple[TopicPartition, PartitionAppend]],
+    flushes: dict[TopicPartition, asyncio.Future[None]],
+    replicated: asyncio.Future[dict[TopicPartition, KafkaError | None]] | None,
+) -> ProduceResponse:
+    """The answer once every flush and (acks=-1) the replication it waits for are done; a
+    failed flush answers KAFKA_STORAGE_ERROR for its partition."""
+    errors: dict[TopicPartition, KafkaError | None] = {}
+    for key, flushed in flushes.items():
+        try:
+            await flushed
+        except KafkaError as error:
+            errors[key] = error
+    if replicated is not None:
+        for key, replication_error in (await replicated).items():
+            if replication_error is not None:
+                errors.setdefault(key, replication_error)
+    return _build(context, request, denied, appended, errors)
 
 
 def _delay_until_replicated(
-    context: RequestContext, request: ProduceRequest, denied: set[str],
+    context: RequestContext, request: ProduceRequest,
     appended: list[tuple[TopicPartition, PartitionAppend]],
-) -> Coroutine[Any, Any, ProduceResponse] | None:
+) -> asyncio.Future[dict[TopicPartition, KafkaError | None]] | None:
     """acks=-1 with partitions whose high watermark is short of the append: a DelayedProduce
     in the produce purgatory (``replication.append``), answered when they are replicated or at
     the request's ``timeout_ms``; None when nothing needs to wait."""
@@ -137,15 +179,7 @@ def _delay_until_replicated(
     answer = asyncio.get_running_loop().create_future()
     answers.append(answer)
     context.broker.produce_reaper.watch(operation, list(operation.required))
-    return _answer_when_replicated(context, request, denied, appended, answer)
-
-
-async def _answer_when_replicated(
-    context: RequestContext, request: ProduceRequest, denied: set[str],
-    appended: list[tuple[TopicPartition, PartitionAppend]],
-    answer: asyncio.Future[dict[TopicPartition, KafkaError | None]],
-) -> ProduceResponse:
-    return _build(context, request, denied, appended, await answer)
+    return answer
 
 
 def _response(
@@ -230,10 +264,6 @@ def _answer(
         return _failed(key[1], outcome.error)
     result = outcome.result
     assert result is not None
-    if result.flush_due:
-        partition = context.broker.replica_manager.partition(*key)
-        if partition is not None:
-            context.broker.flush_in_background(partition.log)
     return PartitionProduceResponse(
         index=key[1],
         error_code=0,

@@ -52,7 +52,7 @@ from protocol.records import (
     encode_batch,
 )
 from replication.metadata.records import MetadataRecordError, decode_metadata_record
-from storage.checkpoint import fsync_directory
+from storage.fsync import fsync, fsync_directory
 
 __all__ = [
     "DELETED_SUFFIX",
@@ -191,7 +191,7 @@ def write_snapshot(directory: Path, snapshot_id: SnapshotId, batches: Iterable[b
             for batch in batches:
                 file.write(batch)
             file.flush()
-            os.fsync(file.fileno())
+            fsync(file.fileno(), partial)
         os.replace(partial, final)
     except BaseException:
         partial.unlink(missing_ok=True)

@@ -11,7 +11,7 @@ votes twice in an epoch nor goes back to an older one.
      "currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}
 
 A write goes to ``quorum-state.tmp``, is fsynced, renamed over the file, and the directory is
-fsynced (``storage.checkpoint.fsync_directory``): the file is always whole. A file that does
+fsynced (``storage.fsync.fsync_directory``): the file is always whole. A file that does
 not parse, or lacks a field, raises ``QuorumStateError`` naming the file and the reason.
 Owned by the one node task that steps the ``RaftNode``.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from replication.raft.errors import QuorumStateError
-from storage.checkpoint import fsync_directory
+from storage.fsync import fsync, fsync_directory
 
 __all__ = [
     "ElectionState",
@@ -90,7 +90,7 @@ class FileQuorumStateStore:
         with open(temporary, "w", encoding="utf-8") as file:
             file.write(text)
             file.flush()
-            os.fsync(file.fileno())
+            fsync(file.fileno(), temporary)
         os.replace(temporary, self.path)
         fsync_directory(self.path.parent)
 

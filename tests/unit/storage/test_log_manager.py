@@ -266,7 +266,7 @@ def test_delete_log_moves_the_directory_aside_then_removes_it(
 
 # -- sticky I/O errors --------------------------------------------------------------------------
 
-_DISK_CALLS = ("open", "pread", "pwrite", "pwritev", "fsync", "ftruncate", "replace", "rename",
+_DISK_CALLS = ("open", "pread", "pwrite", "pwritev", "fsync", "fdatasync", "ftruncate", "replace", "rename",
                "unlink", "close", "fstat", "stat")
 
 

@@ -194,11 +194,12 @@ def test_recovery_after_a_cut_at_any_byte_rebuilds_the_indexes(
     log_path.write_bytes(content[:cut])
     prefix = valid_prefix(content[:cut], victim)
     survivors = {b.base_offset for b in prefix}
-    # A cut on a batch boundary removes nothing, so recovery keeps the later segments.
-    on_boundary = cut == (prefix[-1].position + len(prefix[-1].data) if prefix else 0)
+    # Only an uncut segment keeps the later ones: a cut on a batch boundary shows no bad batch
+    # but leaves a hole before the next segment's base offset, which ends the log too.
+    whole = cut == len(content)
     later = min((base for base in bases if base > victim), default=None)
     kept = {o: k for o, k in kinds.items()
-            if o < victim or o in survivors or (on_boundary and later is not None and o >= later)}
+            if o < victim or o in survivors or (whole and later is not None and o >= later)}
     reopened = open_log(path, clock, clean=False)
     assert index_of(reopened) == model_index(kept, [s.base_offset for s in reopened.segments])
     for segment in reopened.segments:  # and on disk, as Kafka would read them
