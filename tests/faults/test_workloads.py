@@ -203,17 +203,25 @@ def by_offset(line: dict[str, Any]) -> int:
 
 
 @integration
-def test_compacted_writer_keeps_the_latest_value_per_key(faults_broker: BrokerProcess,
-                                                         history: History) -> None:
-    create_topics(faults_broker.bootstrap,
-                  [TopicSpec("compacted", configs=COMPACTED_TOPIC_CONFIGS)])
-    writer = CompactedWriter(faults_broker.bootstrap, history, "writer", "compacted",
-                             random.Random(2), rate_per_second=300, keys=4,
-                             tombstone_fraction=0.2)
+def test_compacted_writer_keeps_the_latest_value_per_key(
+        faults_broker: BrokerProcess, history: History, tmp_path: Path) -> None:
+    bootstrap = faults_broker.bootstrap
+    configs = {**COMPACTED_TOPIC_CONFIGS, "segment.bytes": "1024"}  # many closed segments
+    create_topics(bootstrap, [TopicSpec("compacted", configs=configs)])
+    writer = CompactedWriter(bootstrap, history, "writer", "compacted", random.Random(2),
+                             rate_per_second=300, keys=4, tombstone_fraction=0.2)
     writer.start()
     eventually(lambda: len(lines(history, "send", "ok")) >= 300)
     writer.stop()
-    final_read(faults_broker.bootstrap, history, ["compacted"], compacted=["compacted"])
+    probe = History(tmp_path / "probe.jsonl")  # reads that only wait for the cleaner
+
+    def cleaned() -> bool:
+        (records,) = final_read(bootstrap, probe, ["compacted"]).values()
+        return len(records) < 200
+
+    eventually(cleaned)  # the final read must then step over the offsets cleaned away
+    probe.close()
+    final_read(bootstrap, history, ["compacted"], compacted=["compacted"])
     acked = lines(history, "send", "ok")
     assert lines(history, "send", "fail") == lines(history, "send", "info") == []
     assert any(line.get("tombstone") for line in acked) and len(acked) >= 300

@@ -256,10 +256,11 @@ def _read_to_end(consumer: confluent_kafka.Consumer,
             if error is not None and error.code() != KafkaError._PARTITION_EOF:
                 log.info("final read: %s", error)
                 continue
-            end = bounds[key][1]
-            if error is None and message.offset() < end:
+            end, offset = bounds[key][1], int(message.offset() or 0)
+            if error is None and offset < end:
                 records[key].append(record_of(message))
-            positions[key] = max(positions[key], message.offset() + (error is None))
+            # an EOF event's offset is the end it reached; a record's is its own
+            positions[key] = max(positions[key], offset + (error is None))
             if positions[key] >= end:
                 unfinished.discard(key)
     return records

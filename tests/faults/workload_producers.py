@@ -194,6 +194,7 @@ class SamsaIdempotentProducer(IdempotentProducer):
         return samsa.Producer({
             "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
             "linger.ms": 5, "request.timeout.ms": min(10_000, self.message_timeout_ms),
+            "max.block.ms": 10_000,  # send() waiting for metadata of a cluster that is down
             "delivery.timeout.ms": self.message_timeout_ms, **self.extra_config})
 
     def _send_samsa(self, producer: samsa.Producer) -> None:
