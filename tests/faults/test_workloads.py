@@ -385,3 +385,49 @@ def test_create_topics_waits_for_leaders_and_accepts_an_existing_topic(
     topic = admin.list_topics("created", timeout=10).topics["created"]
     assert sorted(topic.partitions) == [0, 1, 2, 3, 4]
     assert all(partition.leader == 1 for partition in topic.partitions.values())
+
+
+@integration
+def test_producers_through_a_broker_kill_give_every_send_one_outcome(
+        tmp_path: Path, history: History) -> None:
+    broker = BrokerProcess(log_dir=tmp_path / "logs", stderr_path=tmp_path / "broker.log",
+                           overrides={}).start()
+    try:
+        create_topics(broker.bootstrap, [TopicSpec("killed", partitions=2)])
+        rng = random.Random(5)
+        fast_reconnect = {"reconnect.backoff.max.ms": 500}
+        producers = [
+            IdempotentProducer(broker.bootstrap, history, "rdkafka", "killed", rng,
+                               rate_per_second=100, message_timeout_ms=2000,
+                               config=fast_reconnect),
+            SamsaIdempotentProducer(broker.bootstrap, history, "samsa", "killed", rng,
+                                    rate_per_second=100, message_timeout_ms=2000)]
+        for producer in producers:
+            producer.start()
+
+        def acked_by_both(at_least: int) -> bool:
+            counts = Counter(line["process"].split("-")[0] for line in lines(history, "send", "ok"))
+            return min(counts["rdkafka"], counts["samsa"]) >= at_least
+
+        eventually(lambda: acked_by_both(50))
+        broker.process.kill()  # type: ignore[union-attr]
+        assert broker.stop() == -9
+
+        def unknown_to_both() -> bool:  # sends timed out while the broker was down
+            return {line["process"].split("-")[0] for line in lines(history, "send", "info")
+                    } == {"rdkafka", "samsa"}
+
+        eventually(unknown_to_both)
+        broker.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{broker.port}"}
+        broker.start()
+        settled = len(lines(history, "send", "ok"))
+        eventually(lambda: len(lines(history, "send", "ok")) >= settled + 200)
+        for producer in producers:
+            producer.stop()
+        final_read(broker.bootstrap, history, ["killed"])
+    finally:
+        if broker.alive():
+            assert broker.stop() == 0, broker.log()
+    assert_one_outcome_per_send(history)
+    assert_acks_in_final_read(history, "killed")
+    assert lines(history, "send", "fail") == []  # nothing refused: only unknown outcomes

@@ -193,7 +193,7 @@ class SamsaIdempotentProducer(IdempotentProducer):
         self._fatal = None
         return samsa.Producer({
             "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-            "linger.ms": 5, "request.timeout.ms": min(10_000, self.message_timeout_ms),
+            "linger.ms": 5, "request.timeout.ms": min(10_000, self.message_timeout_ms // 2),
             "max.block.ms": 10_000,  # send() waiting for metadata of a cluster that is down
             "delivery.timeout.ms": self.message_timeout_ms, **self.extra_config})
 
