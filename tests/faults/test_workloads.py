@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.faults.history import History, read_history
-from tests.faults.workload_base import COMMIT_REFUSED, Pacer, Pending, is_definite_failure
+from tests.faults.workload_base import (
+    COMMIT_REFUSED,
+    Pacer,
+    Pending,
+    is_definite_failure,
+    running,
+)
 from tests.faults.workloads import (
     COMPACTED_TOPIC_CONFIGS,
     CompactedWriter,
@@ -183,9 +190,8 @@ def test_idempotent_producer_acks_are_in_the_final_read(
     create_topics(faults_broker.bootstrap, [TopicSpec(topic, partitions=3)])
     producer = workload(faults_broker.bootstrap, history, "producer", topic, random.Random(1),
                         rate_per_second=200)
-    producer.start()
-    eventually(lambda: len(lines(history, "send", "ok")) >= 150)
-    producer.stop()
+    with running(producer):
+        eventually(lambda: len(lines(history, "send", "ok")) >= 150)
     final_read(faults_broker.bootstrap, history, [topic])
     assert_one_outcome_per_send(history)
     assert lines(history, "send", "fail") == lines(history, "send", "info") == []
@@ -210,9 +216,8 @@ def test_compacted_writer_keeps_the_latest_value_per_key(
     create_topics(bootstrap, [TopicSpec("compacted", configs=configs)])
     writer = CompactedWriter(bootstrap, history, "writer", "compacted", random.Random(2),
                              rate_per_second=300, keys=4, tombstone_fraction=0.2)
-    writer.start()
-    eventually(lambda: len(lines(history, "send", "ok")) >= 300)
-    writer.stop()
+    with running(writer):
+        eventually(lambda: len(lines(history, "send", "ok")) >= 300)
     probe = History(tmp_path / "probe.jsonl")  # reads that only wait for the cleaner
 
     def cleaned() -> bool:
@@ -244,11 +249,6 @@ def test_group_consumers_poll_every_acked_value_and_commit(faults_broker: Broker
     consumers = [GroupConsumer(faults_broker.bootstrap, history, f"consumer{index}",
                                ["grouped"], rng, group="workers", commit_every=3,
                                offsets_every=4) for index in range(2)]
-    for workload in (producer, *consumers):
-        workload.start()
-    eventually(lambda: len(lines(history, "send", "ok")) >= 200)
-    producer.stop()
-    acked = {line["value"] for line in lines(history, "send", "ok")}
 
     def polled() -> set[str]:
         return {r[4] for line in lines(history, "poll", "ok") for r in line["records"]}
@@ -256,11 +256,13 @@ def test_group_consumers_poll_every_acked_value_and_commit(faults_broker: Broker
     def assigned() -> set[str]:
         return {line["process"] for line in lines(history, "assign", "ok") if line["partitions"]}
 
-    eventually(lambda: acked <= polled())
-    eventually(lambda: assigned() == {"consumer0", "consumer1"})
-    eventually(lambda: len(lines(history, "offsets", "ok")) >= 2)
-    for consumer in consumers:
-        consumer.stop()
+    with running(producer, *consumers):
+        eventually(lambda: len(lines(history, "send", "ok")) >= 200)
+        producer.stop()
+        acked = {line["value"] for line in lines(history, "send", "ok")}
+        eventually(lambda: acked <= polled())
+        eventually(lambda: assigned() == {"consumer0", "consumer1"})
+        eventually(lambda: len(lines(history, "offsets", "ok")) >= 2)
     final_read(faults_broker.bootstrap, history, ["grouped"])
     final = final_records(history)
     for line in lines(history, "poll", "ok"):
@@ -294,12 +296,9 @@ def test_transactions_commit_exactly_once_and_aborts_stay_invisible(
                                   rate_per_second=100)
     transactions = Transactions(bootstrap, history, "transformer", "tx-input", "tx-output", rng,
                                 group="transformers", abort_fraction=0.3, rate_per_second=20)
-    producer.start()
-    transactions.start()
-    eventually(lambda: len(lines(history, "txn", "ok")) >= 4
-               and len(lines(history, "txn", "fail")) >= 2)
-    producer.stop()
-    transactions.stop()
+    with running(producer, transactions):
+        eventually(lambda: len(lines(history, "txn", "ok")) >= 4
+                   and len(lines(history, "txn", "fail")) >= 2)
     final_read(bootstrap, history, ["tx-output"], "read_committed")
     final_read(bootstrap, history, ["tx-output"], "read_uncommitted")
 
@@ -387,47 +386,96 @@ def test_create_topics_waits_for_leaders_and_accepts_an_existing_topic(
     assert all(partition.leader == 1 for partition in topic.partitions.values())
 
 
-@integration
-def test_producers_through_a_broker_kill_give_every_send_one_outcome(
-        tmp_path: Path, history: History) -> None:
+@contextmanager
+def own_broker(tmp_path: Path, **overrides: str) -> Iterator[BrokerProcess]:
+    """A broker this test kills and restarts (the module's stays healthy)."""
     broker = BrokerProcess(log_dir=tmp_path / "logs", stderr_path=tmp_path / "broker.log",
-                           overrides={}).start()
+                           overrides=overrides).start()
     try:
-        create_topics(broker.bootstrap, [TopicSpec("killed", partitions=2)])
-        rng = random.Random(5)
-        fast_reconnect = {"reconnect.backoff.max.ms": 500}
-        producers = [
-            IdempotentProducer(broker.bootstrap, history, "rdkafka", "killed", rng,
-                               rate_per_second=100, message_timeout_ms=2000,
-                               config=fast_reconnect),
-            SamsaIdempotentProducer(broker.bootstrap, history, "samsa", "killed", rng,
-                                    rate_per_second=100, message_timeout_ms=2000)]
-        for producer in producers:
-            producer.start()
-
-        def acked_by_both(at_least: int) -> bool:
-            counts = Counter(line["process"].split("-")[0] for line in lines(history, "send", "ok"))
-            return min(counts["rdkafka"], counts["samsa"]) >= at_least
-
-        eventually(lambda: acked_by_both(50))
-        broker.process.kill()  # type: ignore[union-attr]
-        assert broker.stop() == -9
-
-        def unknown_to_both() -> bool:  # sends timed out while the broker was down
-            return {line["process"].split("-")[0] for line in lines(history, "send", "info")
-                    } == {"rdkafka", "samsa"}
-
-        eventually(unknown_to_both)
-        broker.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{broker.port}"}
-        broker.start()
-        settled = len(lines(history, "send", "ok"))
-        eventually(lambda: len(lines(history, "send", "ok")) >= settled + 200)
-        for producer in producers:
-            producer.stop()
-        final_read(broker.bootstrap, history, ["killed"])
+        yield broker
     finally:
         if broker.alive():
             assert broker.stop() == 0, broker.log()
+
+
+def kill_and_restart(broker: BrokerProcess, while_down: Callable[[], bool]) -> None:
+    """kill -9, wait for ``while_down`` to hold, restart on the same port."""
+    assert broker.process is not None
+    broker.process.kill()
+    assert broker.stop() == -9
+    eventually(while_down)
+    broker.overrides = {**broker.overrides, "listeners": f"PLAINTEXT://127.0.0.1:{broker.port}"}
+    broker.start()
+
+
+@integration
+def test_producers_through_a_broker_kill_give_every_send_one_outcome(
+        tmp_path: Path, history: History) -> None:
+    with own_broker(tmp_path) as broker:
+        create_topics(broker.bootstrap, [TopicSpec("killed", partitions=2)])
+        rng = random.Random(5)
+        producers = (
+            IdempotentProducer(broker.bootstrap, history, "rdkafka", "killed", rng,
+                               rate_per_second=100, message_timeout_ms=2000,
+                               config={"reconnect.backoff.max.ms": 500}),
+            SamsaIdempotentProducer(broker.bootstrap, history, "samsa", "killed", rng,
+                                    rate_per_second=100, message_timeout_ms=2000))
+
+        def by_both(type: str, at_least: int) -> bool:
+            counts = Counter(line["process"].split("-")[0] for line in lines(history, "send", type))
+            return min(counts["rdkafka"], counts["samsa"]) >= at_least
+
+        with running(*producers):
+            eventually(lambda: by_both("ok", 50))
+            # down for longer than message.timeout.ms / delivery.timeout.ms: unknown outcomes
+            kill_and_restart(broker, lambda: by_both("info", 1))
+            settled = len(lines(history, "send", "ok"))
+            eventually(lambda: len(lines(history, "send", "ok")) >= settled + 200)
+        final_read(broker.bootstrap, history, ["killed"])
     assert_one_outcome_per_send(history)
     assert_acks_in_final_read(history, "killed")
     assert lines(history, "send", "fail") == []  # nothing refused: only unknown outcomes
+
+
+@integration
+@pytest.mark.slow  # ~25 s: librdkafka's hang after the restart costs the hung-call grace period
+def test_transactions_through_a_broker_kill_are_never_torn(tmp_path: Path,
+                                                           history: History) -> None:
+    with own_broker(tmp_path, **{"group.initial.rebalance.delay.ms": "0"}) as broker:
+        create_topics(broker.bootstrap, [TopicSpec("kin", partitions=2),
+                                         TopicSpec("kout", partitions=2)])
+        rng = random.Random(6)
+        producer = IdempotentProducer(broker.bootstrap, history, "producer", "kin", rng,
+                                      rate_per_second=50)
+        transactions = Transactions(broker.bootstrap, history, "transformer", "kin", "kout",
+                                    rng, group="kgroup", abort_fraction=0.2,
+                                    rate_per_second=20, api_timeout_s=3.0,
+                                    transaction_timeout_ms=5000)
+
+        def txns_finished(type: str | None = None) -> int:
+            return sum(1 for line in lines(history, "txn") if line["type"] != "invoke"
+                       and (type is None or line["type"] == type))
+
+        with running(producer, transactions):
+            eventually(lambda: txns_finished("ok") >= 3)
+            finished = txns_finished()
+            # down until a txn failed or became unknown
+            kill_and_restart(broker, lambda: txns_finished() > finished)
+            committed = txns_finished("ok")
+            eventually(lambda: txns_finished("ok") >= committed + 3, 60)
+        final_read(broker.bootstrap, history, ["kout"], "read_committed")
+    outcome = {line["txn"]: line["type"] for line in lines(history, "txn")
+               if line["type"] != "invoke"}
+    visible = set(final_records(history, "read_committed").values())
+    by_txn: dict[str, set[str]] = {}
+    for line in lines(history, "send", "invoke"):
+        if "txn" in line:
+            by_txn.setdefault(line["txn"], set()).add(line["value"])
+    for txn, values in by_txn.items():
+        seen = values & visible
+        if outcome[txn] == "ok":
+            assert seen == values, txn  # committed: all visible
+        elif outcome[txn] == "fail":
+            assert not seen, txn  # aborted: none visible
+        else:
+            assert seen in (set(), values), txn  # unknown: all or nothing, never torn

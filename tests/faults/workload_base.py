@@ -20,7 +20,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "is_definite_failure",
     "rdkafka_config",
     "record_of",
+    "running",
 ]
 
 log = logging.getLogger("tests.faults.workloads")
@@ -185,6 +187,31 @@ class Workload:
         except BaseException as error:  # kept for stop() to raise in the harness's thread
             log.exception("workload %s failed", self.process)
             self.error = error
+
+
+@contextmanager
+def running(*workloads: Workload, timeout: float = 120.0) -> Iterator[tuple[Workload, ...]]:
+    """Start the workloads; on leaving the block (also by an exception) stop each, in the
+    order given, and then raise the first workload's failure if the block itself did not
+    fail. Stopping one already stopped is a no-op, so the block may stop some early."""
+    started: list[Workload] = []
+    try:
+        for workload in workloads:
+            started.append(workload.start())
+        yield workloads
+    except BaseException:
+        for workload in started:
+            with suppress(Exception):
+                workload.stop(timeout)
+        raise
+    failures = []
+    for workload in started:
+        try:
+            workload.stop(timeout)
+        except Exception as error:
+            failures.append(error)
+    if failures:
+        raise failures[0]
 
 
 class Pending:

@@ -21,7 +21,8 @@ transactional id is ``process``, and a re-made producer keeps it, fencing the ol
 Recovery (librdkafka's documented rules): an error with ``txn_requires_abort()`` → abort the
 txn (``fail``); ``fatal()`` → the txn is ``info``, the producer is replaced and
 ``init_transactions`` fences the old one; a retriable error from ``commit_transaction`` → the
-commit is retried (the only way to learn its outcome) up to ``commit_retries`` times.
+commit is retried (the only way to learn its outcome) up to ``commit_retries`` times; a
+call that hangs past its timeout (see ``_step``) counts as fatal.
 Everything runs on the workload's thread (librdkafka serves the delivery reports there).
 """
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import threading
 from typing import Any
 
 import confluent_kafka
@@ -52,6 +54,7 @@ __all__ = ["Transactions"]
 log = logging.getLogger("tests.faults.workloads")
 
 ISOLATION = "read_committed"
+HUNG_CALL_GRACE_S = 10.0
 
 
 class TransactionFailed(Exception):
@@ -86,6 +89,7 @@ class Transactions(Workload):
         self.pending = Pending(history)
         self.txns = 0
         self.sent = 0
+        self.hung_calls = 0
         self._producer: confluent_kafka.Producer | None = None
 
     # --- the loop --------------------------------------------------------------------------
@@ -112,10 +116,9 @@ class Transactions(Workload):
             "transactional.id": self.process, "acks": "all", "linger.ms": 5,
             "transaction.timeout.ms": self.transaction_timeout_ms}))
         try:
-            producer.init_transactions(self.api_timeout_s)
-        except KafkaException as error:
-            log.info("%s: init_transactions: %s", self.process, error)
-            producer.flush(0)
+            self._step("init_transactions", producer.init_transactions, self.api_timeout_s)
+        except TransactionFailed as error:
+            log.info("%s: %s", self.process, error)
             return None
         self._producer = producer
         return producer
@@ -164,10 +167,33 @@ class Transactions(Workload):
         producer.poll(0)
 
     def _step(self, step: str, call: Any, *arguments: Any) -> Any:
-        try:
-            return call(*arguments)
-        except KafkaException as error:
-            raise TransactionFailed(step, error.args[0]) from error
+        """One transactional API call, on a daemon thread of its own, given ``api_timeout_s``
+        plus a grace period: librdkafka 2.16 can block in ``send_offsets_to_transaction`` past
+        its timeout, forever (a txn that turned abortable while the call waited for the
+        coordinator). A hung call is a fatal error: the producer is abandoned to its thread
+        and a new one fences it."""
+        outcome: list[Any] = []
+
+        def target() -> None:
+            try:
+                outcome.append((True, call(*arguments)))
+            except BaseException as error:  # handed to the workload's thread below
+                outcome.append((False, error))
+
+        thread = threading.Thread(target=target, name=f"{self.process} {step}", daemon=True)
+        thread.start()
+        thread.join(self.api_timeout_s + HUNG_CALL_GRACE_S)
+        if not outcome:
+            self.hung_calls += 1
+            raise TransactionFailed(step, KafkaError(
+                KafkaError._TIMED_OUT, f"{step} did not return within "
+                f"{self.api_timeout_s + HUNG_CALL_GRACE_S} s", fatal=True))
+        returned, value = outcome[0]
+        if returned:
+            return value
+        if isinstance(value, KafkaException):
+            raise TransactionFailed(step, value.args[0]) from value
+        raise value
 
     def _send(self, producer: confluent_kafka.Producer, txn: str, message: Any) -> None:
         self.sent += 1
@@ -198,14 +224,15 @@ class Transactions(Workload):
     def _commit(self, producer: confluent_kafka.Producer, txn: str) -> None:
         for attempt in range(self.commit_retries + 1):
             try:
-                producer.commit_transaction(self.api_timeout_s)
-            except KafkaException as raised:
-                error: KafkaError = raised.args[0]
+                self._step("commit_transaction", producer.commit_transaction,
+                           self.api_timeout_s)
+            except TransactionFailed as failed:
+                error = failed.error
                 if error.retriable() and not error.txn_requires_abort() and not error.fatal() \
                         and attempt < self.commit_retries:
                     log.info("%s: retrying the commit of %s after %s", self.process, txn, error)
                     continue
-                raise TransactionFailed("commit_transaction", error) from raised
+                raise
             self._outcome(txn, "ok")
             return
 
@@ -217,22 +244,28 @@ class Transactions(Workload):
     def _recover(self, producer: confluent_kafka.Producer, consumer: confluent_kafka.Consumer,
                  txn: str, failed: TransactionFailed) -> None:
         log.info("%s: txn %s failed in %s", self.process, txn, failed)
-        if not failed.error.fatal():
+        hung = failed.error.fatal()
+        if not hung:
             try:
-                producer.abort_transaction(self.api_timeout_s)
-            except KafkaException as error:
+                self._step("abort_transaction", producer.abort_transaction, self.api_timeout_s)
+            except TransactionFailed as error:
                 log.info("%s: abort of %s: %s", self.process, txn, error)
+                hung = error.error.fatal()
             else:
                 self._outcome(txn, "fail", error=str(failed))
                 self._rewind(consumer)
                 return
         self._outcome(txn, "info", error=str(failed))
-        self._drop_producer(producer, f"txn {txn} outcome unknown")
+        self._drop_producer(producer, f"txn {txn} outcome unknown", flush=not hung)
         self._rewind(consumer)
 
-    def _drop_producer(self, producer: confluent_kafka.Producer, reason: str) -> None:
-        producer.purge(in_queue=True, in_flight=True)
-        producer.flush(5)
+    def _drop_producer(self, producer: confluent_kafka.Producer, reason: str, *,
+                       flush: bool = True) -> None:
+        """Give up on a producer: its unresolved sends are ``info``. A producer whose call
+        hung is left alone (its thread holds it; purging or flushing it could hang too)."""
+        if flush:
+            producer.purge(in_queue=True, in_flight=True)
+            producer.flush(5)
         self.pending.abandon(reason)
         self._producer = None
 
