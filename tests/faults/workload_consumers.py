@@ -13,6 +13,10 @@ History written (see ``tests.faults.history``), all with ``process`` and ``group
 
 ``final_read`` writes one ``final`` ok per partition (see its docstring).
 
+Stopping: a synchronous commit blocks while the group has no coordinator, until librdkafka
+gives up (``_WAIT_COORD`` after about 35 s, written ``info``), so ``stop()`` with the cluster
+down can take that long; there is no extra commit at stop.
+
 Threads: a ``GroupConsumer``'s librdkafka client is used only on its workload thread, where the
 rebalance callbacks run too (inside ``consume``).
 """
@@ -98,9 +102,10 @@ class GroupConsumer(Workload):
                     next_commit = self.polls + self._next_interval(self.commit_every)
                 if self.polls % self.offsets_every == 0:
                     self._read_offsets(consumer)
-            self._commit(consumer)
         finally:
+            started = time.monotonic()
             consumer.close()
+            log.info("%s: closed in %.1f s", self.process, time.monotonic() - started)
 
     def _next_interval(self, mean: int) -> int:
         return self.rng.randint(1, max(1, 2 * mean - 1))
