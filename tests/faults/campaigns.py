@@ -75,17 +75,19 @@ CASES: dict[str, Case] = {case.name: case for case in [
          pass_rule="0 client errors"),
     Case("G8", "disk corruptions in a stopped node's files", ("disk",), 100, 2, corruptions=10,
          pass_rule="recovered to a valid prefix or reported, healed from the leader"),
-    Case("G9", "kill -9 of the group coordinator", ("kill",), 50, 2,
+    Case("G9", "kill -9 of the group coordinator", ("kill-coordinator",), 50, 2,
          workloads=("producer", "consumer"),
          pass_rule="committed offsets never go backwards"),
-    Case("G10", "transactions through coordinator and leader kills", ("kill",), 30, 2,
+    Case("G10", "transactions through coordinator and leader kills",
+         ("kill-coordinator", "kill"), 30, 2,
          workloads=("producer", "transactions"),
          pass_rule="no aborted read, no torn or lost committed transaction"),
     Case("G11", "kill -9 during compaction", ("kill",), 30, 2, workloads=("compacted",),
          config=(("log.cleaner.backoff.ms", "500"),),
          pass_rule="latest value per key survives"),
-    Case("mixed", "every fault kind, mixed", ("kill", "pause", "isolate", "one-way", "flaky",
-                                              "clock", "replace", "kill-all"), 20, 8,
+    Case("mixed", "every fault kind, mixed", ("kill", "kill-coordinator", "pause", "isolate",
+                                              "one-way", "flaky", "clock", "replace",
+                                              "kill-all", "split", "rolling"), 20, 8,
          pass_rule="as G1"),
 ]}
 
@@ -136,34 +138,47 @@ def _cluster(root: Path, case: Case) -> Iterator[Any]:
         cluster.close()
 
 
+GROUP = "faults-group"
+
+
 def _workloads(case: Case, bootstrap: str, history: History, rng: random.Random) -> list[Any]:
     from tests.faults import workloads as w
 
-    specs = {TOPIC: dict(partitions=3)}
+    specs = [w.TopicSpec(TOPIC, partitions=3, replication_factor=3,
+                         configs={"min.insync.replicas": "2"})]
     if "transactions" in case.workloads:
-        specs |= {TXN_INPUT: dict(partitions=2), TXN_OUTPUT: dict(partitions=2)}
+        specs += [w.TopicSpec(name, partitions=2, replication_factor=3,
+                              configs={"min.insync.replicas": "2"})
+                  for name in (TXN_INPUT, TXN_OUTPUT)]
     if "compacted" in case.workloads:
-        specs[COMPACTED] = dict(partitions=2, config={
-            "cleanup.policy": "compact", "segment.ms": "2000", "min.cleanable.dirty.ratio": "0.01",
-            "delete.retention.ms": "3600000"})
-    w.create_topics(bootstrap, {name: {"replication_factor": 3, "config": {
-        "min.insync.replicas": "2", **spec.pop("config", {})}, **spec} for name, spec in specs.items()})
+        specs.append(w.TopicSpec(COMPACTED, partitions=2, replication_factor=3, configs={
+            **w.COMPACTED_TOPIC_CONFIGS, "min.insync.replicas": "2"}))
+    w.create_topics(bootstrap, specs)
+
+    def seed() -> random.Random:
+        return random.Random(rng.getrandbits(64))
+
     made: list[Any] = []
-    if "producer" in case.workloads or "transactions" in case.workloads:
-        made.append(w.IdempotentProducer(bootstrap, history, "producer", TOPIC if "producer" in
-                                         case.workloads else TXN_INPUT, random.Random(rng.random())))
-    if "transactions" in case.workloads:
-        made.append(w.IdempotentProducer(bootstrap, history, "txn-feed", TXN_INPUT,
-                                         random.Random(rng.random())))
-        made.append(w.Transactions(bootstrap, history, "txn", TXN_INPUT, TXN_OUTPUT,
-                                   random.Random(rng.random())))
+    if "producer" in case.workloads:
+        made.append(w.IdempotentProducer(bootstrap, history, "producer", TOPIC, seed()))
+        made.append(w.SamsaIdempotentProducer(bootstrap, history, "samsa-producer", TOPIC, seed(),
+                                              rate_per_second=20))
     if "consumer" in case.workloads:
-        made.append(w.GroupConsumer(bootstrap, history, "consumer", TOPIC,
-                                    random.Random(rng.random())))
+        made.append(w.GroupConsumer(bootstrap, history, "consumer", [TOPIC], seed(), group=GROUP,
+                                    isolation="read_uncommitted"))
+    if "transactions" in case.workloads:
+        made.append(w.IdempotentProducer(bootstrap, history, "txn-feed", TXN_INPUT, seed(),
+                                         rate_per_second=20))
+        made.append(w.Transactions(bootstrap, history, "txn", TXN_INPUT, TXN_OUTPUT, seed(),
+                                   group=TXN_GROUP))
     if "compacted" in case.workloads:
-        made.append(w.CompactedWriter(bootstrap, history, "compacted", COMPACTED,
-                                      random.Random(rng.random())))
+        made.append(w.CompactedWriter(bootstrap, history, "compacted", COMPACTED, seed()))
     return made
+
+
+TXN_GROUP = "faults-txn-group"
+COORDINATORS = (("__consumer_offsets", GROUP), ("__consumer_offsets", TXN_GROUP),
+                ("__transaction_state", "txn"))
 
 
 def _topics(case: Case) -> list[tuple[str, str, bool]]:
@@ -174,6 +189,31 @@ def _topics(case: Case) -> list[tuple[str, str, bool]]:
     if "compacted" in case.workloads:
         topics.append((COMPACTED, "read_uncommitted", True))
     return topics
+
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def wait_recovered(cluster: Any, topics: list[str], what: str, timeout_s: float = 60.0) -> None:
+    """Every node running, each seeing every node as an unfenced broker, and every partition of
+    ``topics`` (and of the internal topics that exist) with a leader and its full ISR, as every
+    node sees it."""
+    from tests.faults.cluster import wait_until
+
+    deadline = time.monotonic() + timeout_s
+    for node in cluster.node_ids:
+        if cluster.paused(node):
+            cluster.resume(node)
+        if not cluster.alive(node):
+            cluster.start(node)
+    try:
+        cluster.wait_ready(timeout_s=max(1.0, deadline - time.monotonic()))
+        existing = wait_until(lambda: {t.name for t in cluster.metadata(None).topics},
+                              timeout_s=10, what="the topic list")
+        for topic in [*topics, *(t for t in INTERNAL_TOPICS if t in existing)]:
+            cluster.wait_healthy(topic, timeout_s=max(1.0, deadline - time.monotonic()))
+    except AssertionError as error:
+        raise AssertionError(f"{what}: {error}") from None
 
 
 def _merge_events(root: Path, history: History, nodes: list[int]) -> int:
@@ -193,28 +233,12 @@ def _merge_events(root: Path, history: History, nodes: list[int]) -> int:
     return count
 
 
-def _replicas(cluster: Any, topics: list[tuple[str, str, bool]], final: dict[tuple[str, int], int]
-              ) -> dict[int, dict[tuple[str, int], Any]]:
-    from tests.faults.checker import read_replica
-
-    replicas: dict[int, dict[tuple[str, int], Any]] = {}
-    for node in cluster.node_ids:
-        data = cluster.data_dir(node)
-        held: dict[tuple[str, int], Any] = {}
-        for (topic, partition), high_watermark in final.items():
-            directory = data / f"{topic}-{partition}"
-            if directory.is_dir():
-                held[(topic, partition)] = read_replica(directory, high_watermark)
-        replicas[node] = held
-    return replicas
-
-
 def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
              minutes: float | None = None, progress: Callable[[str], None] = lambda _: None,
              keep: bool = False) -> RunResult:
     """One seeded run of ``case`` in ``root`` (wiped first); see the module docstring."""
     from tests.faults import workloads as w
-    from tests.faults.checker import check
+    from tests.faults.checker import check, high_watermarks, read_replicas
 
     if root.exists():
         shutil.rmtree(root)
@@ -227,9 +251,13 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
     limit_s = 60 * (case.minutes if minutes is None else minutes)
     applied: list[dict[str, Any]] = []
     not_recovered: list[str] = []
+    topics = [topic for topic, _, _ in _topics(case)]
     with _cluster(root, case) as cluster:
-        cluster.wait_healthy(what="the cluster up")
-        nemesis = Nemesis(cluster, history, rng, corruptions_per_fault=case.corruptions)
+        def recovered(what: str) -> None:
+            wait_recovered(cluster, topics, what)
+
+        nemesis = Nemesis(cluster, history, rng, corruptions_per_fault=case.corruptions,
+                          coordinators=COORDINATORS, recovered=recovered)
         if case.power:
             from tests.faults.power import power_loss
 
@@ -242,38 +270,39 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
         running = _workloads(case, cluster.bootstrap, history, rng)
         for workload in running:
             workload.start()
-        cluster.wait_healthy(what="every topic fully replicated")
-        number = 0
-        while (time.monotonic() - started < limit_s) if time_bound else (number < count):
-            kind = rng.choice(case.kinds)
-            progress(f"{case.name} seed {seed}: fault {number + 1} {kind}")
-            nemesis.apply(kind)
-            applied.append({"number": number, "kind": kind})
-            try:
-                cluster.wait_healthy(what=f"recovery after fault {number + 1} ({kind})")
-            except AssertionError as error:
-                not_recovered.append(str(error))
-                break
-            number += 1
-        for workload in running:
-            workload.stop()
+        try:
+            number = 0
+            while (time.monotonic() - started < limit_s) if time_bound else (number < count):
+                kind = rng.choice(case.kinds)
+                progress(f"{case.name} seed {seed}: fault {number + 1} {kind}")
+                nemesis.apply(kind)
+                applied.append({"number": number, "kind": kind})
+                number += 1
+                try:
+                    recovered(f"recovery after fault {number} ({kind})")
+                except AssertionError as error:
+                    not_recovered.append(str(error))
+                    break
+        finally:
+            progress(f"{case.name} seed {seed}: stopping the clients")
+            for workload in running:
+                workload.stop()
         progress(f"{case.name} seed {seed}: final read")
-        cluster.wait_healthy(what="full ISRs before the final read", caught_up=True)
-        final: dict[tuple[str, int], int] = {}
+        recovered("full ISRs before the final read")
         for topic, isolation, compacted in _topics(case):
-            for line in w.final_read(cluster.bootstrap, history, [topic], isolation,
-                                     compacted=compacted):
-                final[(line["topic"], line["partition"])] = line["high_watermark"]
+            w.final_read(cluster.bootstrap, history, [topic], isolation,
+                         compacted=[topic] if compacted else [])
         nodes = list(cluster.node_ids)
         for node in nodes:
             cluster.stop(node)
-        replicas = _replicas(cluster, _topics(case), final)
+        data_dirs = {node: cluster.data_dir(node) for node in nodes}
     events = _merge_events(root, history, nodes)
     history.close()
+    replicas = read_replicas(data_dirs, high_watermarks(read_history(root / "history.jsonl")))
     report = check(read_history(root / "history.jsonl"), replicas)
     seconds = time.monotonic() - started
     result = RunResult(case.name, seed, applied, report, root, seconds, not_recovered,
-                       figures={"events": events, **report.counts})
+                       figures={"events": events})
     if result.passed and not keep:
         shutil.rmtree(root, ignore_errors=True)
     return result

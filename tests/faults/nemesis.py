@@ -61,6 +61,8 @@ class Nemesis:
     corruptions_per_fault: int = 1
     # (internal topic, group or transactional id) whose coordinator ``kill-coordinator`` kills.
     coordinators: tuple[tuple[str, str], ...] = ()
+    # Waits until the cluster is whole again (the rolling restart waits between nodes).
+    recovered: Callable[[str], None] = lambda what: None
     internal_partitions: int = 4
 
     @property
@@ -99,8 +101,9 @@ class Nemesis:
 
         topic, key = self.rng.choice(self.coordinators)
         partition = partition_for(key, self.internal_partitions)
-        leader = self.cluster.leader_of(topic, partition)
-        if leader is None or leader < 0:
+        state = self.cluster.describe(topic).get(partition)
+        leader = -1 if state is None else state.leader
+        if leader < 0:
             leader = self.rng.choice(self.nodes)  # no leader known now: any node will do
         self._fault("kill-coordinator", nodes=[leader], coordinator=[topic, partition, key])
         self.cluster.kill(leader)
@@ -131,7 +134,7 @@ class Nemesis:
             code = self.cluster.stop(node)
             self.history.event("stopped", nodes=[node], exit_code=code)
             self.cluster.start(node)
-            self.cluster.wait_healthy(what=f"node {node} back in every ISR after its restart")
+            self.recovered(f"node {node} back in every ISR after its restart")
         self._heal("rolling", nodes=self.nodes)
 
     def _replace(self) -> None:
