@@ -271,9 +271,11 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
         for workload in running:
             workload.start()
         try:
-            number = 0
+            number, order = 0, list(case.kinds)
             while (time.monotonic() - started < limit_s) if time_bound else (number < count):
-                kind = rng.choice(case.kinds)
+                if number % len(case.kinds) == 0:  # each kind once per round, in seeded order
+                    order = rng.sample(case.kinds, len(case.kinds))
+                kind = order[number % len(case.kinds)]
                 progress(f"{case.name} seed {seed}: fault {number + 1} {kind}")
                 nemesis.apply(kind)
                 applied.append({"number": number, "kind": kind})
