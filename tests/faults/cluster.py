@@ -28,6 +28,7 @@ State: a ``FaultCluster`` belongs to the thread that made it (the harness's main
 
 from __future__ import annotations
 
+import asyncio
 import os
 import selectors
 import shutil
@@ -40,12 +41,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TypeVar
 
 from broker.config import BrokerConfig
 from broker.meta_properties import META_PROPERTIES, random_uuid
+from broker.node_client import NodeClient, NodeClientError
 from broker.storage_format import format_storage
 from compat.samsa_cluster import free_ports
+from protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from protocol.messages.metadata_response import MetadataResponse
 from tests.faults.network import KINDS, Link, LinkProxies
 
 __all__ = ["FaultCluster", "PartitionState", "wait_until"]
@@ -123,7 +127,6 @@ class FaultCluster:
                                            for key, value in (env or {}).items()})
                        for node_id in self.node_ids}
         self.network = LinkProxies(self._upstreams(), seed=seed)
-        self._admins: dict[int | None, Any] = {}
         self._closed = False
 
     def _upstreams(self) -> dict[Link, tuple[str, int]]:
@@ -315,9 +318,6 @@ class FaultCluster:
         """Stop every node (SIGTERM, then SIGKILL after the timeout) and the proxies; the exit
         codes of the nodes that were running. Idempotent."""
         codes: dict[int, int] = {}
-        for admin in self._admins.values():
-            admin.close()
-        self._admins.clear()
         for node_id in self.node_ids:
             process = self._nodes[node_id].process
             if process is not None and process.poll() is None:
@@ -343,21 +343,54 @@ class FaultCluster:
 
     # -- the cluster's state, through the Kafka protocol ------------------------------------
 
+    def metadata(self, topics: list[str] | None = None, *, via: int | None = None,
+                 timeout_s: float = 5.0) -> MetadataResponse:
+        """A Metadata response from node ``via`` itself (default: the first running, unpaused
+        node that answers): no client-side routing, so an isolated node's own view can be read."""
+        candidates = [via] if via is not None else [
+            node_id for node_id in self.node_ids
+            if self.alive(node_id) and not self._nodes[node_id].paused]
+        last_error: Exception = AssertionError("no node is running")
+        for node_id in candidates:
+            try:
+                return asyncio.run(self._ask_metadata(node_id, topics, timeout_s))
+            except (NodeClientError, OSError) as error:
+                last_error = error
+        raise last_error
+
+    async def _ask_metadata(self, node_id: int, topics: list[str] | None,
+                            timeout_s: float) -> MetadataResponse:
+        timeout_ms = int(timeout_s * 1000)
+        client = NodeClient("127.0.0.1", self._nodes[node_id].client_port,
+                            client_id="fault-cluster", request_timeout_ms=timeout_ms,
+                            connect_timeout_ms=timeout_ms)
+        request = MetadataRequest(topics=None if topics is None else [
+            MetadataRequestTopic(name=name) for name in topics])
+        try:
+            response = await client.send(request)
+        finally:
+            await client.close()
+        assert isinstance(response, MetadataResponse)
+        return response
+
     def describe(self, topic: str, *, via: int | None = None,
                  timeout_s: float = 5.0) -> dict[int, PartitionState]:
-        """Each partition of ``topic`` (leader, leader epoch, replicas, ISR) by partition, from
-        the metadata of node ``via`` (default: any node that answers)."""
-        description = self._admin(via, timeout_s).describe_topics([topic])[topic]
-        return {info.partition: PartitionState(topic, info.partition, info.leader,
-                                               info.leader_epoch, tuple(info.replicas),
-                                               tuple(info.isr))
-                for info in description.partitions}
+        """Each partition of ``topic`` (leader, leader epoch, replicas, ISR) by partition, as
+        node ``via`` (default: any) sees it; empty while it does not know the topic."""
+        response = self.metadata([topic], via=via, timeout_s=timeout_s)
+        return {partition.partition_index: PartitionState(
+                    topic, partition.partition_index, partition.leader_id, partition.leader_epoch,
+                    tuple(partition.replica_nodes), tuple(partition.isr_nodes))
+                for found in response.topics if found.name == topic and not found.error_code
+                for partition in found.partitions}
 
     def live_brokers(self, *, via: int | None = None, timeout_s: float = 5.0) -> set[int]:
         """The registered, unfenced brokers node ``via`` (default: any) knows of, provided it
         knows an active controller; empty otherwise."""
-        cluster = self._admin(via, timeout_s).describe_cluster()
-        return {broker.node_id for broker in cluster.brokers} if cluster.controller_id >= 0 else set()
+        response = self.metadata([], via=via, timeout_s=timeout_s)
+        if response.controller_id < 0:
+            return set()
+        return {broker.node_id for broker in response.brokers}
 
     def wait_ready(self, timeout_s: float = 60.0, *, nodes: list[int] | None = None) -> None:
         """Wait until each of ``nodes`` (default: the running ones) knows a controller and
@@ -372,25 +405,14 @@ class FaultCluster:
 
     def wait_healthy(self, topic: str, timeout_s: float = 30.0, *,
                      via: int | None = None) -> dict[int, PartitionState]:
-        """Wait until every partition of ``topic`` has a leader and its full ISR."""
+        """Wait until every partition of ``topic`` has a leader and its full ISR (as node
+        ``via``, default any, sees it); the partitions then."""
         def healthy() -> dict[int, PartitionState] | None:
             states = self.describe(topic, via=via)
             return states if states and all(s.healthy for s in states.values()) else None
 
         return wait_until(healthy, timeout_s,
                           f"every partition of {topic} with a leader and a full ISR")
-
-    def _admin(self, via: int | None, timeout_s: float) -> Any:
-        from samsa.admin import AdminClient
-
-        admin = self._admins.get(via)
-        if admin is None:
-            bootstrap = self.bootstrap if via is None else self.address(via)
-            timeout_ms = int(timeout_s * 1000)
-            admin = self._admins[via] = AdminClient(
-                bootstrap_servers=bootstrap, client_id=f"fault-cluster-{via or 'any'}",
-                request_timeout_ms=timeout_ms, default_api_timeout_ms=timeout_ms)
-        return admin
 
 
 def _read_line(stream: IO[str], timeout_s: float) -> str:
