@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from broker.node_client import NodeClient, NodeClientError
 from protocol.messages.produce_request import (
@@ -78,20 +78,29 @@ def produce_all(bootstrap: str, topic: str, values: list[bytes], timeout_s: floa
     return [offset for _, offset in results if offset is not None]
 
 
-def read_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
+def read_all(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
+    """Every value of ``topic`` up to each partition's high watermark (partition order)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.time_ns()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **QUIET})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
+                         "enable.partition.eof": True, "enable.auto.commit": False, **QUIET})
+    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)
+                     for partition in range(partitions)])
+    values: dict[int, list[bytes]] = {partition: [] for partition in range(partitions)}
+    at_end: set[int] = set()
     deadline = time.monotonic() + 30
     try:
-        while len(values) < count and time.monotonic() < deadline:
+        while len(at_end) < partitions and time.monotonic() < deadline:
             message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value() or b"")
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition() or 0)
+            elif error is None:
+                values[message.partition() or 0].append(message.value() or b"")
     finally:
         consumer.close()
-    return values
+    assert len(at_end) == partitions, "did not reach the end of every partition"
+    return [value for partition in range(partitions) for value in values[partition]]
 
 
 def raw_produce(address: str, topic: str, value: bytes, timeout_ms: int) -> int:
@@ -153,7 +162,7 @@ def test_nodes_behind_proxies_replicate_and_never_connect_directly(
     create_topic(cluster, "plain", partitions=3)
     values = [f"value-{index}".encode() for index in range(60)]
     produce_all(cluster.bootstrap, "plain", values)
-    assert sorted(read_all(cluster.bootstrap, "plain", len(values))) == sorted(values)
+    assert sorted(read_all(cluster.bootstrap, "plain", 3)) == sorted(values)
     # Every node's connections to another node go to a proxy, never to a real port (a node
     # talking to itself, as the active controller does, uses its own real port: no link).
     real_ports = {node_id: {int(entry.rsplit(":", 1)[1])
@@ -184,6 +193,7 @@ def test_isolated_leader_loses_leadership_and_acknowledges_nothing(
     print(f"leadership moved in {time.monotonic() - started:.1f} s")
     # A write sent straight to the old leader is never acknowledged...
     error_code = raw_produce(cluster.address(old.leader), "isolated", b"zombie", timeout_ms=2000)
+    print(f"the isolated old leader answered error code {error_code}")
     assert error_code != 0, "the isolated old leader acknowledged an acks=all write"
     # ...while the rest of the cluster takes writes.
     majority = ",".join(cluster.address(node_id) for node_id in others)
@@ -191,8 +201,11 @@ def test_isolated_leader_loses_leadership_and_acknowledges_nothing(
     cluster.network.heal()
     healed = cluster.wait_healthy("isolated", timeout_s=30, via=others[0])
     assert old.leader in healed[0].isr
-    values = read_all(cluster.bootstrap, "isolated", 2)
-    assert values == [b"majority-1", b"majority-2"]
+    # The zombie's write was truncated away when it rejoined as a follower.
+    assert read_all(cluster.bootstrap, "isolated") == [b"majority-1", b"majority-2"]
+    wait_until(lambda: len({segment_bytes(cluster, node_id, "isolated")
+                            for node_id in cluster.node_ids}) == 1, 30,
+               "the old leader's log truncated to the others'")
 
 
 def test_paused_node_is_fenced_then_rejoins(cluster: FaultCluster) -> None:
@@ -238,8 +251,23 @@ def segment_bytes(cluster: FaultCluster, node_id: int, topic: str) -> int:
                for path in (cluster.data_dir(node_id) / f"{topic}-0").glob("*.log"))
 
 
-def test_close_is_idempotent_and_kills_a_paused_node(tmp_path: Path) -> None:
-    made = FaultCluster(tmp_path / "closing", 1, FAST).start_all()
+def node_environment(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().partition("=")[::2] for entry in entries if entry)
+
+
+def test_env_per_node_and_close_is_idempotent_and_kills_a_paused_node(tmp_path: Path) -> None:
+    made = FaultCluster(tmp_path / "closing", 1, FAST,
+                        env={"SAMSA_FAULT_EVENTS": str(tmp_path / "events-{node}.jsonl")})
+    made.start_all()
+    pid = made.pid(1)
+    assert pid is not None
+    assert node_environment(pid)["SAMSA_FAULT_EVENTS"] == str(tmp_path / "events-1.jsonl")
+    made.set_env(1, "SAMSA_CLOCK_OFFSET_MS", "250")
+    made.restart(1)
+    pid = made.pid(1)
+    assert pid is not None
+    assert node_environment(pid)["SAMSA_CLOCK_OFFSET_MS"] == "250"
     made.pause(1)
     codes = made.close()
     assert set(codes) == {1}
