@@ -10,7 +10,7 @@ to; the connection's bytes flow both ways: ``src -> dst`` (requests) and ``dst -
 What a fault does is decided per *direction of bytes* between two nodes (``NetworkState``, an
 immutable value; ``LinkProxies`` swaps it atomically under a lock, its pumps read it per chunk):
 
-- blocked ``(a, b)``: bytes from ``a`` to ``b`` are read and discarded (the sender's socket
+- blocked ``(a, b, kind)``: bytes from ``a`` to ``b`` on links of ``kind`` are read and discarded (the sender's socket
   never errors, as when packets vanish in a real partition); a new connection is still
   accepted and relayed, and its blocked direction discards from the first byte;
 - flaky ``(a, b)``: each chunk from ``a`` to ``b`` waits ``delay_ms`` + uniform(0,
@@ -44,6 +44,7 @@ from typing import Any
 __all__ = ["Flaky", "Link", "LinkProxies", "NetworkState"]
 
 READ_BYTES = 65536
+QUEUED_CHUNKS = 64  # per direction of a connection: at most 4 MiB held by the proxy
 STALL_MS = (200.0, 600.0)
 KINDS = ("broker", "controller")
 
@@ -70,14 +71,16 @@ class Flaky:
 class NetworkState:
     """The faults in force, per direction of bytes ``(from_node, to_node)``."""
 
-    blocked: frozenset[tuple[int, int]] = frozenset()
+    blocked: frozenset[tuple[int, int, str]] = frozenset()  # (from_node, to_node, kind)
     flaky: Mapping[tuple[int, int], Flaky] = field(default_factory=dict)
 
-    def passes(self, from_node: int, to_node: int) -> bool:
-        return (from_node, to_node) not in self.blocked
+    def passes(self, from_node: int, to_node: int, kind: str) -> bool:
+        return (from_node, to_node, kind) not in self.blocked
 
-    def block(self, pairs: Iterable[tuple[int, int]]) -> NetworkState:
-        return replace(self, blocked=self.blocked | {pair for pair in pairs if pair[0] != pair[1]})
+    def block(self, pairs: Iterable[tuple[int, int]],
+              kinds: Iterable[str] = KINDS) -> NetworkState:
+        added = {(a, b, kind) for a, b in pairs if a != b for kind in kinds}
+        return replace(self, blocked=self.blocked | added)
 
     def delay_s(self, from_node: int, to_node: int, rng: random.Random) -> float:
         """How long a chunk from ``from_node`` to ``to_node`` waits (seconds)."""
@@ -110,12 +113,15 @@ def split_pairs(groups: list[set[int]]) -> set[tuple[int, int]]:
 class _Connection:
     """One relayed connection; ``dropped`` names the directions that discarded bytes."""
 
-    def __init__(self, link: Link) -> None:
+    def __init__(self, link: Link, totals: list[int]) -> None:
         self.link = link
         self.dropped: set[tuple[int, int]] = set()
         self.writers: list[asyncio.StreamWriter] = []
-        self.forwarded = 0
-        self.discarded = 0
+        self._totals = totals  # the link's [forwarded, discarded], shared by its connections
+
+    def count(self, *, forwarded: int = 0, discarded: int = 0) -> None:
+        self._totals[0] += forwarded
+        self._totals[1] += discarded
 
     def abort(self) -> None:
         for writer in self.writers:
@@ -141,6 +147,7 @@ class LinkProxies:
             sock.bind(("127.0.0.1", 0))
             self._sockets[link] = sock
         self._connections: set[_Connection] = set()
+        self._totals: dict[Link, list[int]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._servers: list[asyncio.Server] = []
@@ -195,22 +202,22 @@ class LinkProxies:
 
     # -- faults (any thread) --------------------------------------------------------------------
 
-    def isolate(self, node: int) -> dict[str, Any]:
-        """Blackhole every link to and from ``node``."""
-        return self._block("isolate", isolation_pairs(node, self.nodes), nodes=[node])
+    def isolate(self, node: int, kinds: Iterable[str] = KINDS) -> dict[str, Any]:
+        """Blackhole every link to and from ``node`` (of the traffic ``kinds``)."""
+        return self._block("isolate", isolation_pairs(node, self.nodes), kinds, nodes=[node])
 
-    def split(self, groups: list[set[int]]) -> dict[str, Any]:
+    def split(self, groups: list[set[int]], kinds: Iterable[str] = KINDS) -> dict[str, Any]:
         """Blackhole the links between nodes of different groups (a node in no group forms a
         group of its own)."""
         placed = set().union(*groups) if groups else set()
         everyone = [set(group) for group in groups] + [{node} for node in self.nodes
                                                         if node not in placed]
-        return self._block("split", split_pairs(everyone),
-                           groups=[sorted(group) for group in everyone])
+        return self._block("split", split_pairs(everyone), kinds, nodes=sorted(
+            set().union(*everyone)), groups=[sorted(group) for group in everyone])
 
-    def one_way(self, src: int, dst: int) -> dict[str, Any]:
+    def one_way(self, src: int, dst: int, kinds: Iterable[str] = KINDS) -> dict[str, Any]:
         """Drop the bytes ``src`` sends to ``dst``; ``dst`` -> ``src`` still passes."""
-        return self._block("one_way", {(src, dst)}, nodes=[src, dst])
+        return self._block("one_way", {(src, dst)}, kinds, nodes=[src, dst])
 
     def flaky(self, src: int, dst: int, delay_ms: float, jitter_ms: float = 0.0,
               stall_prob: float = 0.0) -> dict[str, Any]:
@@ -227,13 +234,18 @@ class LinkProxies:
             before = self.state
             self.state = NetworkState()
         aborted = self._call(self._abort_dropped)
-        return {"name": "heal", "blocked": sorted(map(list, before.blocked)),
-                "flaky": sorted([list(pair) for pair in before.flaky]), "aborted": aborted}
+        return {"name": "heal", "nodes": list(self.nodes),
+                "blocked": sorted({(a, b) for a, b, _ in before.blocked}),
+                "flaky": sorted(before.flaky), "aborted": aborted}
 
-    def _block(self, name: str, pairs: set[tuple[int, int]], **what: Any) -> dict[str, Any]:
+    def _block(self, name: str, pairs: set[tuple[int, int]], kinds: Iterable[str],
+               **what: Any) -> dict[str, Any]:
+        kinds = tuple(kinds)
+        assert set(kinds) <= set(KINDS), f"traffic kinds are {KINDS}, not {kinds}"
         with self._lock:
-            self.state = self.state.block(pairs)
-        return {"name": name, **what, "blocked": sorted(map(list, pairs))}
+            self.state = self.state.block(pairs, kinds)
+        return {"name": name, **what, "kinds": list(kinds),
+                "blocked": sorted([a, b] for a, b in pairs)}
 
     def _call(self, function: Any) -> Any:
         loop = self._loop
@@ -249,60 +261,75 @@ class LinkProxies:
         return len(dropped)
 
     def stats(self) -> dict[Link, tuple[int, int]]:
-        """(bytes forwarded, bytes discarded) per link, over its open connections."""
-        totals: dict[Link, tuple[int, int]] = {}
-        for connection in list(self._connections):
-            forwarded, discarded = totals.get(connection.link, (0, 0))
-            totals[connection.link] = (forwarded + connection.forwarded,
-                                       discarded + connection.discarded)
-        return totals
+        """(bytes forwarded, bytes discarded) per link since the start, both directions."""
+        return {link: (counts[0], counts[1]) for link, counts in list(self._totals.items())}
 
     # -- relaying (the loop's thread) -----------------------------------------------------------
 
     async def _relay(self, link: Link, client_reader: asyncio.StreamReader,
                      client_writer: asyncio.StreamWriter) -> None:
-        connection = _Connection(link)
+        connection = _Connection(link, self._totals.setdefault(link, [0, 0]))
         connection.writers.append(client_writer)
-        try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(
-                *self.upstreams[link])
-        except OSError:  # the node is down: the client sees a reset, as without a proxy
-            connection.abort()
-            return
-        connection.writers.append(upstream_writer)
         self._connections.add(connection)
         try:
-            await asyncio.gather(
-                self._pump(connection, client_reader, upstream_writer, link.src, link.dst),
-                self._pump(connection, upstream_reader, client_writer, link.dst, link.src))
-        except (OSError, asyncio.IncompleteReadError):
-            pass
+            try:
+                upstream_reader, upstream_writer = await asyncio.open_connection(
+                    *self.upstreams[link])
+            except OSError:
+                await self._refused(connection, client_reader)
+                return
+            connection.writers.append(upstream_writer)
+            pumps = [asyncio.create_task(self._pump(connection, client_reader, upstream_writer,
+                                                    link.src, link.dst)),
+                     asyncio.create_task(self._pump(connection, upstream_reader, client_writer,
+                                                    link.dst, link.src))]
+            try:
+                await asyncio.wait(pumps, return_when=asyncio.FIRST_EXCEPTION)
+            finally:
+                for pump in pumps:
+                    pump.cancel()
+                await asyncio.gather(*pumps, return_exceptions=True)
         finally:
             self._connections.discard(connection)
             connection.abort()
 
+    async def _refused(self, connection: _Connection, client: asyncio.StreamReader) -> None:
+        """The node is down. Over a passing link the client sees the connection closed, as
+        without a proxy; over a black-holed one it sees nothing at all until the heal."""
+        link = connection.link
+        if self.state.passes(link.src, link.dst, link.kind) and self.state.passes(
+                link.dst, link.src, link.kind):
+            return
+        connection.dropped.add((link.src, link.dst))
+        while data := await client.read(READ_BYTES):
+            connection.count(discarded=len(data))
+
     async def _pump(self, connection: _Connection, reader: asyncio.StreamReader,
                     writer: asyncio.StreamWriter, from_node: int, to_node: int) -> None:
         """Move bytes ``from_node`` -> ``to_node``, by the state in force as each chunk arrives;
-        a sender task writes them when due, so delays do not limit throughput."""
-        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+        a sender task writes them when due, so delays do not limit throughput (the queue is
+        bounded: a receiver that stops reading stops this reader too, as TCP would)."""
+        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(QUEUED_CHUNKS)
         sender = asyncio.create_task(self._send(queue, writer))
+        direction = (from_node, to_node)
         last_due = 0.0
         try:
             while data := await reader.read(READ_BYTES):
                 state = self.state
-                direction = (from_node, to_node)
-                if direction in connection.dropped or not state.passes(from_node, to_node):
+                if direction in connection.dropped or not state.passes(
+                        from_node, to_node, connection.link.kind):
                     connection.dropped.add(direction)
-                    connection.discarded += len(data)
+                    connection.count(discarded=len(data))
                     continue
                 last_due = max(time.monotonic() + state.delay_s(from_node, to_node, self._rng),
                                last_due)
-                connection.forwarded += len(data)
-                queue.put_nowait((last_due, data))
-            if (from_node, to_node) in connection.dropped:
+                connection.count(forwarded=len(data))
+                if sender.done():
+                    sender.result()  # raises what stopped it
+                await queue.put((last_due, data))
+            if direction in connection.dropped:
                 return  # the end of a black-holed stream does not reach the other side either
-            queue.put_nowait(None)  # end of stream: half-close once the queue is sent
+            await queue.put(None)  # end of stream: half-close once the queue is sent
             await sender
         finally:
             sender.cancel()

@@ -16,7 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.faults.cluster import wait_until
-from tests.faults.network import Link, LinkProxies, NetworkState, isolation_pairs, split_pairs
+from tests.faults.network import (
+    KINDS,
+    Link,
+    LinkProxies,
+    NetworkState,
+    isolation_pairs,
+    split_pairs,
+)
 
 NODES = (1, 2, 3)
 TIMEOUT_S = 5.0
@@ -27,14 +34,15 @@ class Endpoints:
 
     def __init__(self, seed: int = 0) -> None:
         self.servers = {node: socket.create_server(("127.0.0.1", 0)) for node in NODES}
-        upstreams = {Link(src, dst): ("127.0.0.1", self.servers[dst].getsockname()[1])
-                     for src in NODES for dst in NODES if src != dst}
+        upstreams = {Link(src, dst, kind): ("127.0.0.1", self.servers[dst].getsockname()[1])
+                     for src in NODES for dst in NODES if src != dst for kind in KINDS}
         self.proxies = LinkProxies(upstreams, seed=seed).start()
         self.sockets: list[socket.socket] = []
 
-    def connect(self, src: int, dst: int) -> tuple[socket.socket, socket.socket]:
+    def connect(self, src: int, dst: int,
+                kind: str = "broker") -> tuple[socket.socket, socket.socket]:
         """(src's client socket, dst's accepted socket) of a connection on link src -> dst."""
-        client = socket.create_connection(("127.0.0.1", self.proxies.port(Link(src, dst))),
+        client = socket.create_connection(("127.0.0.1", self.proxies.port(Link(src, dst, kind))),
                                           timeout=TIMEOUT_S)
         self.servers[dst].settimeout(TIMEOUT_S)
         server, _ = self.servers[dst].accept()
@@ -137,6 +145,35 @@ def test_isolate_blackholes_new_connections_and_heal_aborts_them(endpoints: Endp
     assert receive(other_server, 9) == b"untouched"
 
 
+def test_isolating_one_kind_of_traffic_leaves_the_other(endpoints: Endpoints) -> None:
+    change = endpoints.proxies.isolate(2, kinds=["controller"])
+    assert change["kinds"] == ["controller"]
+    raft_client, raft_server = endpoints.connect(1, 2, "controller")
+    fetch_client, fetch_server = endpoints.connect(1, 2, "broker")
+    fetch_client.sendall(b"fetch")
+    assert receive(fetch_server, 5) == b"fetch"
+    raft_client.sendall(b"vote")
+    wait_until(lambda: endpoints.discarded(Link(1, 2, "controller")) == 4, TIMEOUT_S,
+               "the controller bytes dropped")
+    assert_nothing_to_read(raft_server)
+
+
+def test_a_down_node_behind_a_blackhole_is_silent_until_the_heal(endpoints: Endpoints) -> None:
+    port = endpoints.proxies.port(Link(2, 1))
+    endpoints.servers[1].close()
+    endpoints.proxies.isolate(1)
+    client = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S)
+    endpoints.sockets.append(client)
+    client.sendall(b"anyone?")
+    wait_until(lambda: endpoints.discarded(Link(2, 1)) == 7, TIMEOUT_S, "the bytes dropped")
+    assert_nothing_to_read(client)  # neither an answer nor a close
+    assert endpoints.proxies.heal()["aborted"] == 1
+    client.settimeout(TIMEOUT_S)
+    with pytest.raises(ConnectionResetError):
+        if client.recv(1) == b"":
+            raise ConnectionResetError
+
+
 def test_split_cuts_between_groups_only(endpoints: Endpoints) -> None:
     change = endpoints.proxies.split([{1, 2}, {3}])
     assert change["groups"] == [[1, 2], [3]]
@@ -217,7 +254,8 @@ def test_blocks_accumulate_until_heal(pairs: list[tuple[int, int]], node: int) -
     for a in range(1, 5):
         for b in range(1, 5):
             expected = a != b and ((a, b) in pairs or node in (a, b))
-            assert state.passes(a, b) is not expected
+            assert state.passes(a, b, "broker") is not expected
+            assert state.passes(a, b, "controller") is not expected
 
 
 @settings(max_examples=30, deadline=None)
