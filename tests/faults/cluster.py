@@ -255,6 +255,16 @@ class FaultCluster:
         process.wait()
         self._nodes[node_id].paused = False
 
+    def kill_all(self) -> None:
+        """kill -9 of every running node at once (every signal sent before any wait)."""
+        running = [self._process(node_id) for node_id in self.node_ids if self.alive(node_id)]
+        for process in running:
+            process.kill()
+        for process in running:
+            process.wait()
+        for node in self._nodes.values():
+            node.paused = False
+
     def pause(self, node_id: int) -> None:
         """SIGSTOP: the process keeps its sockets and state but does nothing (a zombie)."""
         self._process(node_id).send_signal(signal.SIGSTOP)
@@ -296,6 +306,9 @@ class FaultCluster:
     def alive(self, node_id: int) -> bool:
         process = self._nodes[node_id].process
         return process is not None and process.poll() is None
+
+    def paused(self, node_id: int) -> bool:
+        return self.alive(node_id) and self._nodes[node_id].paused
 
     def pid(self, node_id: int) -> int | None:
         process = self._nodes[node_id].process
@@ -391,6 +404,10 @@ class FaultCluster:
         if response.controller_id < 0:
             return set()
         return {broker.node_id for broker in response.brokers}
+
+    def controller_id(self, *, via: int | None = None, timeout_s: float = 5.0) -> int:
+        """The active controller as node ``via`` (default: any) knows it; -1 for none."""
+        return self.metadata([], via=via, timeout_s=timeout_s).controller_id
 
     def wait_ready(self, timeout_s: float = 60.0, *, nodes: list[int] | None = None) -> None:
         """Wait until each of ``nodes`` (default: the running ones) knows a controller and
