@@ -29,6 +29,7 @@ State: a ``FaultCluster`` belongs to the thread that made it (the harness's main
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import selectors
 import shutil
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -328,22 +330,26 @@ class FaultCluster:
                          for node_id in self.node_ids)
 
     def close(self) -> dict[int, int]:
-        """Stop every node (SIGTERM, then SIGKILL after the timeout) and the proxies; the exit
+        """Heal the network, stop every running node (SIGTERM — and SIGCONT, for a paused one —
+        then SIGKILL for those still running ``STOP_TIMEOUT_S`` later) and the proxies; the exit
         codes of the nodes that were running. Idempotent."""
+        if self._closed:
+            return {}
+        self.network.heal()  # a clean shutdown needs the controller
+        running = {node_id: process for node_id in self.node_ids
+                   if (process := self._nodes[node_id].process) is not None
+                   and process.poll() is None}
+        for process in running.values():
+            process.send_signal(signal.SIGTERM)
+            process.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
         codes: dict[int, int] = {}
-        for node_id in self.node_ids:
-            process = self._nodes[node_id].process
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                process.send_signal(signal.SIGCONT)
-        for node_id in self.node_ids:
-            process = self._nodes[node_id].process
-            if process is not None and process.returncode is None:
-                try:
-                    codes[node_id] = process.wait(STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    codes[node_id] = process.wait()
+        for node_id, process in running.items():
+            try:
+                codes[node_id] = process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                codes[node_id] = process.wait()
         self.network.stop()
         self._closed = True
         return codes
@@ -389,13 +395,25 @@ class FaultCluster:
     def describe(self, topic: str, *, via: int | None = None,
                  timeout_s: float = 5.0) -> dict[int, PartitionState]:
         """Each partition of ``topic`` (leader, leader epoch, replicas, ISR) by partition, as
-        node ``via`` (default: any) sees it; empty while it does not know the topic."""
-        response = self.metadata([topic], via=via, timeout_s=timeout_s)
-        return {partition.partition_index: PartitionState(
-                    topic, partition.partition_index, partition.leader_id, partition.leader_epoch,
-                    tuple(partition.replica_nodes), tuple(partition.isr_nodes))
-                for found in response.topics if found.name == topic and not found.error_code
-                for partition in found.partitions}
+        node ``via`` sees it — by default the active controller, as most running nodes name
+        it (an isolated node's view is stale); empty while the node does not know the topic."""
+        if via is not None:
+            return _partitions(topic, self.metadata([topic], via=via, timeout_s=timeout_s))
+        views = self.views(topic, timeout_s=timeout_s)
+        if not views:
+            raise AssertionError("no running node answers Metadata")
+        named = Counter(view.controller_id for view in views.values() if view.controller_id >= 0)
+        controller = named.most_common(1)[0][0] if named else -1
+        return _partitions(topic, views.get(controller) or next(iter(views.values())))
+
+    def views(self, topic: str, *, timeout_s: float = 5.0) -> dict[int, MetadataResponse]:
+        """The Metadata of ``topic`` from every running, unpaused node that answers."""
+        views = {}
+        for node_id in self.node_ids:
+            if self.alive(node_id) and not self._nodes[node_id].paused:
+                with contextlib.suppress(NodeClientError, OSError):
+                    views[node_id] = self.metadata([topic], via=node_id, timeout_s=timeout_s)
+        return views
 
     def live_brokers(self, *, via: int | None = None, timeout_s: float = 5.0) -> set[int]:
         """The registered, unfenced brokers node ``via`` (default: any) knows of, provided it
@@ -422,14 +440,39 @@ class FaultCluster:
 
     def wait_healthy(self, topic: str, timeout_s: float = 30.0, *,
                      via: int | None = None) -> dict[int, PartitionState]:
-        """Wait until every partition of ``topic`` has a leader and its full ISR (as node
-        ``via``, default any, sees it); the partitions then."""
+        """Wait until every partition of ``topic`` has a leader and its full ISR, as node
+        ``via`` sees it — by default as every running, unpaused node sees it, all alike (a
+        healed node's stale view must have caught up too); the partitions then."""
         def healthy() -> dict[int, PartitionState] | None:
-            states = self.describe(topic, via=via)
-            return states if states and all(s.healthy for s in states.values()) else None
+            if via is not None:
+                views = [self.describe(topic, via=via)]
+            else:
+                running = [node_id for node_id in self.node_ids if self.alive(node_id)
+                           and not self._nodes[node_id].paused]
+                views = [self.describe(topic, via=node_id) for node_id in running]
+            first = views[0]
+            if not first or not all(state.healthy for state in first.values()):
+                return None
+            return first if all(_same(first, view) for view in views[1:]) else None
 
         return wait_until(healthy, timeout_s,
                           f"every partition of {topic} with a leader and a full ISR")
+
+
+def _partitions(topic: str, response: MetadataResponse) -> dict[int, PartitionState]:
+    return {partition.partition_index: PartitionState(
+                topic, partition.partition_index, partition.leader_id, partition.leader_epoch,
+                tuple(partition.replica_nodes), tuple(partition.isr_nodes))
+            for found in response.topics if found.name == topic and not found.error_code
+            for partition in found.partitions}
+
+
+def _same(one: dict[int, PartitionState], other: dict[int, PartitionState]) -> bool:
+    """The same leaders, epochs and ISRs (as sets: the order of an ISR is not meaningful)."""
+    def key(states: dict[int, PartitionState]) -> dict[int, tuple[int, int, frozenset[int]]]:
+        return {index: (state.leader, state.leader_epoch, frozenset(state.isr))
+                for index, state in states.items()}
+    return key(one) == key(other)
 
 
 def _read_line(stream: IO[str], timeout_s: float) -> str:
