@@ -17,10 +17,21 @@ has listeners
   endpoint at the proxy of link ``(i -> leader)``. Replica fetches and transaction markers take
   this path. (``FROMi`` on node ``i`` itself is advertised at its real port: never used.)
 
+A node talking to itself (the active controller's own broker, a leader's own FROM listener)
+uses its real ports: no link, nothing to fault.
+
 Node ids are 1..size. Node ``i``'s files: ``root/node-i.properties`` (its config),
 ``root/node-i.log`` (stdout and stderr), ``root/node-i/data`` (``log.dirs``, metadata log
 included). Every data dir is formatted (``meta.properties``: the cluster's id and the node's)
-before its first start and again after ``wipe``.
+before its first start and again after ``wipe``. ``wipe`` of a combined node also loses its
+Raft state (the ``quorum-state`` vote included): Kafka's static quorum has the same hazard (a
+wiped voter could vote twice in one epoch; KIP-853's directory ids are Kafka's answer).
+
+Reading the state: ``describe`` / ``live_brokers`` / ``controller_id`` send Metadata to one
+node itself (``via``), never through a client's routing, so an isolated node's stale view can be
+read as such; without ``via``, ``describe`` takes the active controller's view and
+``wait_healthy`` waits for every running, unpaused node to agree. They use ``asyncio.run``:
+call them from a thread with no running event loop.
 
 State: a ``FaultCluster`` belongs to the thread that made it (the harness's main thread); only
 ``network`` (the proxies) is safe to drive from other threads.
