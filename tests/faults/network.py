@@ -235,8 +235,8 @@ class LinkProxies:
             self.state = NetworkState()
         aborted = self._call(self._abort_dropped)
         return {"name": "heal", "nodes": list(self.nodes),
-                "blocked": sorted({(a, b) for a, b, _ in before.blocked}),
-                "flaky": sorted(before.flaky), "aborted": aborted}
+                "blocked": [list(pair) for pair in sorted({(a, b) for a, b, _ in before.blocked})],
+                "flaky": [list(pair) for pair in sorted(before.flaky)], "aborted": aborted}
 
     def _block(self, name: str, pairs: set[tuple[int, int]], kinds: Iterable[str],
                **what: Any) -> dict[str, Any]:

@@ -6,6 +6,7 @@ discarded (``stats``), after which they can never be forwarded, then finds the r
 
 from __future__ import annotations
 
+import json
 import random
 import socket
 import time
@@ -136,6 +137,8 @@ def test_isolate_blackholes_new_connections_and_heal_aborts_them(endpoints: Endp
     assert receive(other_server, 2) == b"ok"
     healed = endpoints.proxies.heal()
     assert healed["name"] == "heal" and healed["aborted"] == 1
+    assert healed["blocked"] == sorted(map(list, isolation_pairs(3, NODES)))
+    assert json.loads(json.dumps(healed)) == healed  # logged as a history event as it is
     # the connection that lost bytes is closed, never resumed mid-stream
     assert receive(client, 1) == b""
     fresh_client, fresh_server = endpoints.connect(1, 3)
