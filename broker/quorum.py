@@ -83,6 +83,15 @@ class QuorumMember:
             kraft.controller_endpoint, client_id=f"controller-channel-{broker.node_id}",
             request_timeout_ms=CONTROLLER_CHANNEL_TIMEOUT_MS,
         )
+        # Registration and heartbeats have a channel of their own whose requests time out
+        # within half a broker session (Kafka's "heartbeat" channel, KAFKA-14392): a heartbeat
+        # stuck on a controller that stopped answering (paused, partitioned away) must give way
+        # to the next one, sent to the newly elected controller before this broker's session
+        # there expires — else the new controller fences every broker at once.
+        self.heartbeat_channel = NodeClients(
+            kraft.controller_endpoint, client_id=f"heartbeat-channel-{broker.node_id}",
+            request_timeout_ms=max(1, kraft.broker_session_timeout_ms // 2),
+        )
         store = FileQuorumStateStore(
             Path(metadata_log.directory) / QUORUM_STATE_FILE,
             voter_ids=sorted(quorum.voter_ids), cluster_id=broker.cluster_id,
@@ -124,6 +133,7 @@ class QuorumMember:
         await self.driver.stop()
         await self.clients.close()
         await self.controller_channel.close()
+        await self.heartbeat_channel.close()
 
     async def _tick(self) -> None:
         controller = self.broker.quorum_controller
@@ -142,18 +152,19 @@ class QuorumMember:
         return BrokerLifecycleManager(
             node_id=self.broker.node_id, cluster_id=lambda: self.broker.cluster_id,
             listeners=listeners, rack=kraft.broker_rack, features=[],
-            send=self._send_to_controller, metadata_offset=lambda: self.metadata_offset,
+            send=self._send_heartbeat, metadata_offset=lambda: self.metadata_offset,
             heartbeat_interval_ms=kraft.broker_heartbeat_interval_ms,
             retry_backoff_ms=kraft.quorum.retry_backoff_ms * 5,
         )
 
-    async def _send_to_controller(self, message: Message) -> Message | None:
-        """A request for the active controller (None: none known, or no answer). Nothing is
-        sent before the cluster id is known (a registration must name it)."""
+    async def _send_heartbeat(self, message: Message) -> Message | None:
+        """A registration or heartbeat for the active controller, on the heartbeat channel
+        (None: none known, or no answer). Nothing is sent before the cluster id is known (a
+        registration must name it)."""
         leader_id = self.node.leader_id
         if leader_id is None or not self.broker.cluster_id:
             return None
-        return await self.controller_channel.send_or_none(leader_id, message)
+        return await self.heartbeat_channel.send_or_none(leader_id, message)
 
     async def _send(self, destination: int, message: Message) -> Message | None:
         response = await self.clients.send_or_none(destination, message)
