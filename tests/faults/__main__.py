@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -59,6 +60,9 @@ def _table(results: list[RunResult]) -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = _arguments(argv)
+    # Clients log every refused connection while nodes are down: that is the experiment, not news.
+    for name in ("tests.faults", "samsa", "kafka"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     names = sorted(CASES) if arguments.all else arguments.case
     root = arguments.root or Path(tempfile.mkdtemp(prefix="samsa-faults-"))
     console = Console(stderr=arguments.json)

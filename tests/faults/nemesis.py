@@ -41,7 +41,6 @@ FAST_TIMEOUTS = {
     "replica.lag.time.max.ms": "4000",
     "replica.socket.timeout.ms": "3000",
     "replica.fetch.wait.max.ms": "200",
-    "request.timeout.ms": "5000",
 }
 SESSION_S = 3.0
 
