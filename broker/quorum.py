@@ -103,6 +103,7 @@ class QuorumMember:
         )
         self.driver = RaftDriver(self.node, send=self._send, clock=broker.clock)
         self._refused_by: set[int] = set()
+        self._catch_up_target: int | None = None  # the quorum high watermark first learnt
         self._ticker: asyncio.Task[None] | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self.node.listeners.append(self)
@@ -194,11 +195,27 @@ class QuorumMember:
             controller = self.broker.quorum_controller
             if controller is not None:
                 controller.on_applied(loader.end_offset - 1)
+        self._maybe_caught_up()
+
+    def _maybe_caught_up(self) -> None:
+        """Once the image reaches the quorum's high watermark as first learnt, the replica
+        manager takes the roles it names (``ReplicaManager.caught_up``)."""
+        replica_manager = self.broker.replica_manager
+        if replica_manager.is_caught_up:
+            return
+        if self._catch_up_target is None:
+            self._catch_up_target = self.node.quorum_high_watermark
+        if self._catch_up_target is not None and (
+                self.metadata_log.loader.end_offset >= self._catch_up_target):
+            logger.info("metadata caught up to offset %d: taking partition roles",
+                        self.metadata_log.loader.end_offset)
+            replica_manager.caught_up()
 
     def on_snapshot_installed(self, snapshot_id: SnapshotId) -> None:
         logger.info("installing metadata snapshot %s from the leader", snapshot_id)
         self.metadata_log.loader.install_snapshot(snapshot_id)
         self._learn_cluster_id()
+        self._maybe_caught_up()
         controller = self.broker.quorum_controller
         if controller is not None:
             controller.on_applied(self.metadata_log.loader.end_offset - 1)

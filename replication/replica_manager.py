@@ -124,6 +124,7 @@ class ReplicaManager:
         # replication-offset-checkpoint, read by the broker before startup() opens partitions.
         self.high_watermark_checkpoints: Mapping[tuple[str, int], int] = {}
         self.metadata_log: MetadataLog | None = None
+        self.is_caught_up = False  # see caught_up()
         self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
         # Called after each delta with what it changed here (the coordinators' elections).
         self.on_local_changes: list[Callable[[LocalReplicaChanges], None]] = []
@@ -168,12 +169,29 @@ class ReplicaManager:
         self.metadata_log = MetadataLog(self._open_metadata_log(), clock=self.clock,
                                         config=self.metadata_log_config)
         image = self.metadata_log.replay(commit_recovered=not quorum)
-        if not quorum:
-            self._remove_stray_logs(image)
-        full = MetadataDelta.full(image)
+        self.metadata_log.listeners.append(self._apply_once_caught_up)
+        if quorum:  # the image is stale until the quorum says how far to read: caught_up()
+            return
+        self._remove_stray_logs(image)
+        self.caught_up()
+
+    def caught_up(self) -> None:
+        """The image holds the metadata log up to the quorum's high watermark as first learnt
+        (a single node: at once): take every role it names, whole; from now on each committed
+        delta is applied as it comes. Before this a node in a quorum takes no role at all, as
+        Kafka's ``MetadataLoader`` publishes nothing while catching up: a restarting node that
+        replays a stale image could otherwise lead (or follow) a partition in an epoch long
+        gone, accept writes in it and tell followers to truncate to it."""
+        if self.is_caught_up:
+            return
+        self.is_caught_up = True
+        full = MetadataDelta.full(self.image)
         full.broker_configs_changed = True
-        self.apply_delta(full, image)
-        self.metadata_log.listeners.append(self.apply_delta)
+        self.apply_delta(full, self.image)
+
+    def _apply_once_caught_up(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        if self.is_caught_up:
+            self.apply_delta(delta, image)
 
     def _remove_stray_logs(self, image: MetadataImage) -> None:
         for key in list(self.log_manager.logs):
