@@ -48,12 +48,14 @@ def _table(results: list[RunResult]) -> Table:
     for column in ("case", "seed", "faults", "acked", "result", "anomalies", "time"):
         table.add_column(column)
     for result in results:
-        anomalies = {k: len(v) for k, v in result.report.anomalies.items() if v}
+        anomalies = {k: result.report.counts.get(k, len(v))
+                     for k, v in result.report.anomalies.items() if v}
         table.add_row(result.case, str(result.seed), str(len(result.faults)),
                       str(result.report.counts.get("send-ok", "")),
                       "[green]pass[/]" if result.passed else "[red]FAIL[/]",
                       ", ".join(f"{k} {n}" for k, n in anomalies.items())
-                      + ("; not recovered" if result.not_recovered else ""),
+                      + ("; not recovered" if result.not_recovered else "")
+                      + ("; client errors" if result.client_errors else ""),
                       f"{result.seconds:.0f} s")
     return table
 
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                         file.write(json.dumps(result.to_json()) + "\n")
                 if not result.passed:
                     console.print(f"[red]{name} seed {seed} FAILED[/]: {result.report.summary()}"
-                                  f"{' '.join(result.not_recovered)}\n  replay: "
+                                  f"{' '.join(result.not_recovered)} "
+                                  f"{' '.join(result.client_errors)}\n  replay: "
                                   f"{replay_command(name, seed, arguments.faults)}\n"
                                   f"  files: {result.root}")
     if arguments.json:

@@ -54,6 +54,8 @@ class Case:
     minutes: float = 0  # > 0: faults until this many minutes passed instead of a count
     power: bool = False
     corruptions: int = 1
+    no_client_errors: bool = False  # G7: every send acknowledged, none unknown or failed
+    producer_config: tuple[tuple[str, str], ...] = ()  # the control case's acks=1
 
 
 CASES: dict[str, Case] = {case.name: case for case in [
@@ -72,7 +74,7 @@ CASES: dict[str, Case] = {case.name: case for case in [
     Case("G6", "paused leader (zombie) resumes", ("pause",), 20, 2,
          pass_rule="no post-pause write acknowledged by the zombie; truncated on rejoin"),
     Case("G7", "rolling SIGTERM restarts under load", ("rolling",), 5, 1,
-         pass_rule="0 client errors"),
+         no_client_errors=True, pass_rule="0 client errors"),
     Case("G8", "disk corruptions in a stopped node's files", ("disk",), 100, 2, corruptions=10,
          pass_rule="recovered to a valid prefix or reported, healed from the leader"),
     Case("G9", "kill -9 of the group coordinator", ("kill-coordinator",), 50, 2,
@@ -85,6 +87,11 @@ CASES: dict[str, Case] = {case.name: case for case in [
     Case("G11", "kill -9 during compaction", ("kill",), 30, 2, workloads=("compacted",),
          config=(("log.cleaner.backoff.ms", "500"),),
          pass_rule="latest value per key survives"),
+    # The control experiment: acks=1 (no idempotence) through isolated leaders MUST lose
+    # acknowledged writes — the harness proving it sees a loss when there is one.
+    Case("control-acks1", "acks=1 producers through isolated leaders (must fail)", ("isolate",),
+         3, 2, producer_config=(("acks", "1"), ("enable.idempotence", "false")),
+         pass_rule="expected to FAIL with lost-write"),
     Case("mixed", "every fault kind, mixed", ("kill", "kill-coordinator", "pause", "isolate",
                                               "one-way", "flaky", "clock", "replace",
                                               "kill-all", "split", "rolling"), 20, 8,
@@ -101,16 +108,18 @@ class RunResult:
     root: Path
     seconds: float
     not_recovered: list[str] = field(default_factory=list)
+    client_errors: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
-        return bool(self.report.valid) and not self.not_recovered
+        return bool(self.report.valid) and not self.not_recovered and not self.client_errors
 
     def to_json(self) -> dict[str, Any]:
         return {"case": self.case, "seed": self.seed, "passed": self.passed,
                 "faults": len(self.faults), "seconds": round(self.seconds, 1),
-                "not_recovered": self.not_recovered, "figures": self.figures,
+                "not_recovered": self.not_recovered, "client_errors": self.client_errors,
+                "figures": self.figures,
                 "checker": json.loads(self.report.to_json()), "root": str(self.root)}
 
 
@@ -160,9 +169,12 @@ def _workloads(case: Case, bootstrap: str, history: History, rng: random.Random)
 
     made: list[Any] = []
     if "producer" in case.workloads:
-        made.append(w.IdempotentProducer(bootstrap, history, "producer", TOPIC, seed()))
-        made.append(w.SamsaIdempotentProducer(bootstrap, history, "samsa-producer", TOPIC, seed(),
-                                              rate_per_second=20))
+        config = dict(case.producer_config) or None
+        made.append(w.IdempotentProducer(bootstrap, history, "producer", TOPIC, seed(),
+                                         config=config, rate_per_second=200 if config else 50))
+        if config is None:
+            made.append(w.SamsaIdempotentProducer(bootstrap, history, "samsa-producer", TOPIC,
+                                                  seed(), rate_per_second=20))
     if "consumer" in case.workloads:
         made.append(w.GroupConsumer(bootstrap, history, "consumer", [TOPIC], seed(), group=GROUP,
                                     isolation="read_uncommitted"))
@@ -251,6 +263,7 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
     limit_s = 60 * (case.minutes if minutes is None else minutes)
     applied: list[dict[str, Any]] = []
     not_recovered: list[str] = []
+    client_errors: list[str] = []
     topics = [topic for topic, _, _ in _topics(case)]
     with _cluster(root, case) as cluster:
         def recovered(what: str) -> None:
@@ -288,7 +301,10 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
         finally:
             progress(f"{case.name} seed {seed}: stopping the clients")
             for workload in running:
-                workload.stop()
+                try:
+                    workload.stop()
+                except (RuntimeError, TimeoutError) as error:  # a client gave up: a finding
+                    client_errors.append(repr(error))
         progress(f"{case.name} seed {seed}: final read")
         recovered("full ISRs before the final read")
         for topic, isolation, compacted in _topics(case):
@@ -303,8 +319,16 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
     replicas = read_replicas(data_dirs, high_watermarks(read_history(root / "history.jsonl")))
     report = check(read_history(root / "history.jsonl"), replicas)
     seconds = time.monotonic() - started
+    counts = report.counts
     result = RunResult(case.name, seed, applied, report, root, seconds, not_recovered,
-                       figures={"events": events})
+                       client_errors, figures={
+                           "events": events, "acknowledged": counts.get("send-ok", 0),
+                           "unknown": counts.get("send-info", 0),
+                           "failed": counts.get("send-fail", 0)})
+    if case.no_client_errors and (result.figures["unknown"] or result.figures["failed"]):
+        result.client_errors.append(
+            f"{result.figures['unknown']} sends with an unknown outcome and "
+            f"{result.figures['failed']} failed sends: this case allows none")
     if result.passed and not keep:
         shutil.rmtree(root, ignore_errors=True)
     return result

@@ -24,3 +24,14 @@ def test_a_smoke_campaign_finds_no_anomaly(name: str, seed: int, tmp_path: Path)
     assert result.report.counts.get("send-ok", 0) > 0, "the workload wrote nothing"
     assert result.passed, (f"{result.report.summary()} {result.not_recovered}\n"
                            f"replay: {replay_command(name, seed, case.smoke_faults)}")
+
+
+def test_the_harness_sees_acks_1_lose_acknowledged_writes(tmp_path: Path) -> None:
+    """The control experiment: an acks=1 producer writing to a leader that is isolated past the
+    session timeout gets acknowledgements a majority never saw; the leader is replaced and, once
+    healed, truncated. The checker must report those as lost writes — a harness that passed this
+    run would pass a broker that loses data."""
+    case = CASES["control-acks1"]
+    result = run_case(case, 1, tmp_path / "run", faults=case.smoke_faults, keep=True)
+    assert not result.passed
+    assert result.report.anomalies.get("lost-write"), result.report.summary()
