@@ -48,8 +48,10 @@ def _table(results: list[RunResult]) -> Table:
     for column in ("case", "seed", "faults", "acked", "result", "anomalies", "time"):
         table.add_column(column)
     for result in results:
-        anomalies = {k: result.report.counts.get(k, len(v))
-                     for k, v in result.report.anomalies.items() if v}
+        anomalies = dict(result.anomalies)
+        if result.figures.get("duplicates_after_client_epoch_bump"):
+            anomalies["(client epoch-bump duplicates)"] = result.figures[
+                "duplicates_after_client_epoch_bump"]
         table.add_row(result.case, str(result.seed), str(len(result.faults)),
                       str(result.report.counts.get("send-ok", "")),
                       "[green]pass[/]" if result.passed else "[red]FAIL[/]",

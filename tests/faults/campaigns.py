@@ -110,17 +110,27 @@ class RunResult:
     not_recovered: list[str] = field(default_factory=list)
     client_errors: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
+    # anomaly -> count, the client's epoch-bump duplicates left out (tests.faults.duplicates)
+    anomalies: dict[str, int] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
-        return bool(self.report.valid) and not self.not_recovered and not self.client_errors
+        return not self.anomalies and not self.not_recovered and not self.client_errors
 
     def to_json(self) -> dict[str, Any]:
         return {"case": self.case, "seed": self.seed, "passed": self.passed,
                 "faults": len(self.faults), "seconds": round(self.seconds, 1),
                 "not_recovered": self.not_recovered, "client_errors": self.client_errors,
                 "figures": self.figures,
-                "checker": json.loads(self.report.to_json()), "root": str(self.root)}
+                "anomalies": self.anomalies, "checker": _trimmed(self.report),
+                "root": str(self.root)}
+
+
+def _trimmed(report: Any, examples: int = 5) -> dict[str, Any]:
+    """The checker's report with at most ``examples`` examples of each anomaly."""
+    data: dict[str, Any] = json.loads(report.to_json())
+    data["anomalies"] = {name: found[:examples] for name, found in data.get("anomalies", {}).items()}
+    return data
 
 
 def replay_command(case: str, seed: int, faults: int | None) -> str:
@@ -251,6 +261,7 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
     """One seeded run of ``case`` in ``root`` (wiped first); see the module docstring."""
     from tests.faults import workloads as w
     from tests.faults.checker import check, high_watermarks, read_replicas
+    from tests.faults.duplicates import split_duplicates
 
     if root.exists():
         shutil.rmtree(root)
@@ -317,14 +328,22 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
     events = _merge_events(root, history, nodes)
     history.close()
     replicas = read_replicas(data_dirs, high_watermarks(read_history(root / "history.jsonl")))
-    report = check(read_history(root / "history.jsonl"), replicas)
+    report = check(read_history(root / "history.jsonl"), replicas, examples=1_000_000)
+    broker_duplicates, client_duplicates = split_duplicates(
+        report.anomalies.get("duplicate", []), replicas)
     seconds = time.monotonic() - started
     counts = report.counts
     result = RunResult(case.name, seed, applied, report, root, seconds, not_recovered,
                        client_errors, figures={
                            "events": events, "acknowledged": counts.get("send-ok", 0),
                            "unknown": counts.get("send-info", 0),
-                           "failed": counts.get("send-fail", 0)})
+                           "failed": counts.get("send-fail", 0),
+                           "duplicates_after_client_epoch_bump": len(client_duplicates)})
+    result.anomalies = {name: len(found) for name, found in report.anomalies.items() if found}
+    if client_duplicates:  # librdkafka's epoch bump (see tests.faults.duplicates): reported apart
+        result.anomalies["duplicate"] = len(broker_duplicates)
+        if not broker_duplicates:
+            del result.anomalies["duplicate"]
     if case.no_client_errors and (result.figures["unknown"] or result.figures["failed"]):
         result.client_errors.append(
             f"{result.figures['unknown']} sends with an unknown outcome and "
