@@ -158,6 +158,10 @@ def _cluster(root: Path, case: Case) -> Iterator[Any]:
 
 
 GROUP = "faults-group"
+# Kafka's delivery.timeout.ms default: a producer gives a record two minutes (librdkafka's own
+# default is five); shorter, a cluster down for a while times queued records out and librdkafka
+# bumps its epoch (tests.faults.duplicates).
+DELIVERY_TIMEOUT_MS = 120_000
 
 
 def _workloads(case: Case, bootstrap: str, history: History, rng: random.Random) -> list[Any]:
@@ -181,10 +185,12 @@ def _workloads(case: Case, bootstrap: str, history: History, rng: random.Random)
     if "producer" in case.workloads:
         config = dict(case.producer_config) or None
         made.append(w.IdempotentProducer(bootstrap, history, "producer", TOPIC, seed(),
-                                         config=config, rate_per_second=200 if config else 50))
+                                         config=config, rate_per_second=200 if config else 50,
+                                         message_timeout_ms=DELIVERY_TIMEOUT_MS))
         if config is None:
             made.append(w.SamsaIdempotentProducer(bootstrap, history, "samsa-producer", TOPIC,
-                                                  seed(), rate_per_second=20))
+                                                  seed(), rate_per_second=20,
+                                                  message_timeout_ms=DELIVERY_TIMEOUT_MS))
     if "consumer" in case.workloads:
         made.append(w.GroupConsumer(bootstrap, history, "consumer", [TOPIC], seed(), group=GROUP,
                                     isolation="read_uncommitted"))
