@@ -25,6 +25,7 @@ import json
 import random
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -244,8 +245,9 @@ def wait_recovered(cluster: Any, topics: list[str], what: str, timeout_s: float 
         raise AssertionError(f"{what}: {error}") from None
 
 
-def _merge_events(root: Path, history: History, nodes: list[int]) -> int:
-    count = 0
+def _merge_events(root: Path, history: History, nodes: list[int]) -> Counter[str]:
+    """The nodes' event files into the history; how many of each event there were."""
+    count: Counter[str] = Counter()
     for node in nodes:
         path = root / f"events-{node}.jsonl"
         if not path.exists():
@@ -257,7 +259,7 @@ def _merge_events(root: Path, history: History, nodes: list[int]) -> int:
                 continue
             event = line.pop("event")
             history.event(event, **line)
-            count += 1
+            count[event] += 1
     return count
 
 
@@ -341,7 +343,9 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
     counts = report.counts
     result = RunResult(case.name, seed, applied, report, root, seconds, not_recovered,
                        client_errors, figures={
-                           "events": events, "acknowledged": counts.get("send-ok", 0),
+                           "events": sum(events.values()), "elections": events["leader"],
+                           "truncations": events["truncate"], "fencings": events["fenced"],
+                           "acknowledged": counts.get("send-ok", 0),
                            "unknown": counts.get("send-info", 0),
                            "failed": counts.get("send-fail", 0),
                            "duplicates_after_client_epoch_bump": len(client_duplicates)})
