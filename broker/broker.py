@@ -103,6 +103,7 @@ class Broker:
             recovery_threads_per_dir=config.num_recovery_threads_per_data_dir,
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             segment_open_files_max=config.log_segment_open_files_max,
+            verify_on_startup=config.samsa_log_verify_on_startup,
         )
         replica_manager = ReplicaManager(
             log_manager,

@@ -12,7 +12,11 @@ Steps, in order:
 3. after an unclean shutdown every segment from the one holding the recovery point on is
    recovered; the first one cut short (a bad batch) ends the log: the segments after it are
    deleted, since offsets must stay contiguous;
-4. an empty directory gets one empty segment at the log start offset; the log end offset is the
+4. when ``samsa.log.verify.on.startup`` says so (``storage.verification``: after an unclean
+   shutdown by default), every segment's batches are verified, those below the recovery point
+   too; at the first damaged batch the log is cut (an ERROR names the file, position and
+   offset) and the segments after it are deleted, leaving a valid prefix;
+5. an empty directory gets one empty segment at the log start offset; the log end offset is the
    active segment's next offset (an unreadable tail found there, damage after a clean shutdown,
    is recovered too rather than failing the whole directory).
 
@@ -44,6 +48,7 @@ from storage.segment import (
     parse_base_offset,
     segment_file_name,
 )
+from storage.verification import VERIFY_UNCLEAN, BatchDamage, find_damage, should_verify
 
 # The Log's logger: what loading reports reads as the log's own messages.
 logger = logging.getLogger("samsa.storage.log")
@@ -70,9 +75,11 @@ class LogLoader:
         self.recovered_from: int | None = None
 
     def load(
-        self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool
+        self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool,
+        verify_on_startup: str = VERIFY_UNCLEAN,
     ) -> LoadedLogOffsets:
         """Fill the (empty) segment list from the directory; see the module docstring."""
+        verify = should_verify(verify_on_startup, had_clean_shutdown=had_clean_shutdown)
         cleanup = clean_partition_directory(self.directory)
         bases = self._discover_base_offsets()
         for base in bases:
@@ -82,6 +89,8 @@ class LogLoader:
             if base in cleanup.completed_swaps:
                 self._recover_segment(segment, "completed swap")
             self.segments.add(segment)
+        if verify:
+            self._verify()
         if not had_clean_shutdown:
             self._recover_from(recovery_point)
         if not self.segments.segments:
@@ -113,8 +122,7 @@ class LogLoader:
 
     def _recover_segment(self, segment: LogSegment, why: str) -> int:
         result = segment.recover()
-        if self.recovered_from is None or segment.base_offset < self.recovered_from:
-            self.recovered_from = segment.base_offset
+        self._note_recovered(segment)
         if result.truncated_bytes:
             logger.warning(
                 "truncated %s at position %d (offset %d): %d invalid bytes removed: %s",
@@ -124,6 +132,31 @@ class LogLoader:
         else:
             logger.info("rebuilt indexes of %s (%s)", segment.log_path, why)
         return result.truncated_bytes
+
+    def _verify(self) -> None:
+        """Cut the log at the first damaged batch (``storage.verification``)."""
+        damage = find_damage(self.segments.segments)
+        if damage is None:
+            return
+        logger.error(
+            "%s: corrupt log data found by the start-up verification in %s; truncating the "
+            "log to offset %d, the rest is refetched from the leader if there is one",
+            self.directory.name, damage.describe(), damage.offset,
+        )
+        self._cut(damage)
+
+    def _cut(self, damage: BatchDamage) -> None:
+        index = damage.segment_index
+        segment = self.segments.segments[index]
+        segment.cut_at(damage.position)  # kept even if empty, as recovery keeps a cut segment
+        self._note_recovered(segment)
+        for later in self.segments.drop_after(index):
+            logger.warning("deleting %s: it follows corrupt data", later.log_path)
+            later.delete_files()
+
+    def _note_recovered(self, segment: LogSegment) -> None:
+        if self.recovered_from is None or segment.base_offset < self.recovered_from:
+            self.recovered_from = segment.base_offset
 
     def _recover_from(self, recovery_point: int) -> None:
         """Scan every segment from the one holding ``recovery_point``; cut at the first bad batch."""

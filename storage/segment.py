@@ -53,6 +53,7 @@ from protocol.records import (
 from storage.clock import Clock
 from storage.errors import CorruptIndexError
 from storage.index import OffsetIndex, TimeIndex
+from storage.index import TimestampOffset as TimeIndexEntry  # the segment has its own
 from storage.open_files import LeastRecentlyUsed, OpenFile, SegmentFile
 from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -163,6 +164,13 @@ class LogSegment:
         self.size = os.fstat(handle.fd).st_size
         # Indexes of a loaded segment are checked at their first use (lazy); a new one's are new.
         self._indexes_checked = not (lazy_indexes and self.size > 0)
+        # Index entries read from disk are checked against the log at their first use (see
+        # "Index entries" in the module docstring); those written by this process, or rebuilt
+        # from a checked scan, are trusted.
+        self._indexes_trusted = self.size == 0
+        self._trusted_from_position = self.size  # entries past the loaded data are our own
+        self._verified_positions: set[int] = set()
+        self._verified_times: set[tuple[int, int]] = set()
         self._index_check_lock = threading.Lock()
         index_options = {
             "max_index_size": max_index_size, "writable": writable, "maps": maps,
@@ -358,11 +366,54 @@ class LogSegment:
             yield position, header
             position += header.size_in_bytes
 
+    def lookup_position(self, offset: int) -> int:
+        """Where a scan for ``offset`` may start: the offset index's entry for it, checked
+        against the log at its first use (a damaged index is rebuilt, see the docstring)."""
+        entry = self.offset_index.lookup(offset)
+        position = entry.position
+        if position == 0 or self._indexes_trusted or position >= self._trusted_from_position:
+            return position
+        if position in self._verified_positions:
+            return position
+        problem = self._offset_entry_problem(entry.offset, entry.position)
+        if problem is None:
+            self._verified_positions.add(entry.position)
+            return entry.position
+        self._rebuild_damaged_index(self._offset_index.path, entry, problem)
+        return self.offset_index.lookup(offset).position
+
+    def _offset_entry_problem(self, offset: int, position: int) -> str | None:
+        """Why ``(offset, position)`` cannot be an offset index entry of this log: the batch
+        there must be whole, have a valid CRC and start at or below ``offset``."""
+        if position + BATCH_HEADER_SIZE > self.size:
+            return f"position {position} is past the end of the log ({self.size} bytes)"
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        try:
+            header = read_batch_header(os.pread(handle.fd, BATCH_HEADER_SIZE, position))
+        except (CorruptMessageError, InvalidRecordError) as error:
+            return f"no batch starts at position {position} ({error})"
+        if header.base_offset > offset:
+            return f"the batch at position {position} starts at offset {header.base_offset}"
+        if position + header.size_in_bytes > self.size:
+            return f"the batch at position {position} runs past the end of the log"
+        data = os.pread(handle.fd, header.size_in_bytes, position)
+        if not batch_crc_is_valid(data, 0, header):
+            return f"the batch at position {position} fails its CRC check"
+        return None
+
+    def _rebuild_damaged_index(self, path: Path, entry: object, problem: str) -> None:
+        with self._index_check_lock:
+            if self._indexes_trusted:
+                return  # another reader rebuilt it meanwhile
+            logger.error("%s: entry %s does not match %s (%s); rebuilding the indexes from "
+                         "the log", path, entry, self.log_path.name, problem)
+            self.rebuild_indexes()
+
     def translate_offset(
         self, offset: int, starting_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, with its position."""
-        _, position = self.offset_index.lookup(offset)
+        position = self.lookup_position(offset)
         for batch_position, header in self.scan_headers(max(position, starting_position)):
             if header.last_offset >= offset:
                 return batch_position, header
@@ -403,7 +454,7 @@ class LogSegment:
 
     def next_offset(self) -> int:
         """The offset after the last batch (base offset when empty)."""
-        _, position = self.offset_index.lookup(2**63 - 1)
+        position = self.lookup_position(2**63 - 1)
         last: BatchHeader | None = None
         for _, header in self.scan_headers(position):
             last = header
@@ -413,8 +464,8 @@ class LogSegment:
         self, timestamp: int, starting_offset: int
     ) -> TimestampAndOffset | None:
         """The first record at or after ``starting_offset`` with a timestamp >= ``timestamp``."""
-        _, index_offset = self.time_index.lookup(timestamp)
-        _, position = self.offset_index.lookup(max(index_offset, starting_offset))
+        index_offset = self._checked_time_entry(timestamp).offset
+        position = self.lookup_position(max(index_offset, starting_offset))
         for batch_position, header in self.scan_headers(position):
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
@@ -423,6 +474,23 @@ class LogSegment:
                 if record.timestamp >= timestamp and record.offset >= starting_offset:
                     return TimestampAndOffset(record.timestamp, record.offset)
         return None
+
+    def _checked_time_entry(self, timestamp: int) -> TimeIndexEntry:
+        """The time index's entry for ``timestamp``, checked against the log at its first use:
+        the batch holding its offset must have its timestamp as max timestamp."""
+        entry = self.time_index.lookup(timestamp)
+        if entry.timestamp < 0 or self._indexes_trusted or entry in self._verified_times:
+            return entry
+        found = self.translate_offset(entry.offset)
+        if found is not None and found[1].base_offset <= entry.offset and (
+            found[1].max_timestamp == entry.timestamp
+        ):
+            self._verified_times.add(entry)
+            return entry
+        problem = "no batch holds its offset" if found is None else (
+            f"the batch holding its offset has max timestamp {found[1].max_timestamp}")
+        self._rebuild_damaged_index(self._time_index.path, entry, problem)
+        return self.time_index.lookup(timestamp)
 
     def first_batch_timestamp(self) -> int:
         """The max timestamp of the first batch, -1 when empty (Kafka's getFirstBatchTimestamp);
@@ -493,6 +561,9 @@ class LogSegment:
         self.on_become_inactive()
 
     def _reindex(self) -> tuple[int, int, str | None]:
+        self._indexes_trusted = True  # from here on, every entry comes from a checked scan
+        self._verified_positions.clear()
+        self._verified_times.clear()
         self._offset_index.reset()
         self._time_index.reset()
         self._set_max_timestamp(-1, self.base_offset)
@@ -514,7 +585,7 @@ class LogSegment:
         position, last_index_position, next_offset = 0, 0, self.base_offset
         previous_last_offset = self.base_offset - 1
         while position < len(view):
-            header, reason = _check_batch(view, position)
+            header, reason = check_batch(view, position)
             if header is None:
                 return position, next_offset, reason
             if header.base_offset <= previous_last_offset or not self.can_hold_offset(
@@ -541,6 +612,15 @@ class LogSegment:
             position += header.size_in_bytes
         return position, next_offset, None
 
+    def cut_at(self, position: int) -> RecoveryResult:
+        """Drop the ``.log`` from ``position`` (a batch start: the start-up verification found
+        damage there or just after) and rebuild the indexes over what stays."""
+        if position < self.size:
+            handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+            os.ftruncate(handle.fd, position)
+            self.size = position
+        return self.recover()
+
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= ``offset``; returns the bytes removed."""
         found = self.translate_offset(offset)
@@ -563,7 +643,7 @@ class LogSegment:
 
     def _reload_max_timestamp(self) -> None:
         timestamp, offset = self.time_index.last_entry
-        _, position = self.offset_index.lookup(offset)
+        position = self.lookup_position(offset)
         for _, header in self.scan_headers(position):
             if header.max_timestamp > timestamp:
                 timestamp, offset = header.max_timestamp, header.last_offset
@@ -671,7 +751,7 @@ class LogSegment:
             self.log_file.release()
 
 
-def _check_batch(view: memoryview, position: int) -> tuple[BatchHeader | None, str | None]:
+def check_batch(view: memoryview, position: int) -> tuple[BatchHeader | None, str | None]:
     remaining = len(view) - position
     if remaining < BATCH_HEADER_SIZE:
         return None, f"{remaining} trailing bytes are too few for a batch header"
