@@ -205,6 +205,7 @@ class Log:
         self.leader_epoch_cache = load_leader_epoch_cache(
             self.directory, self._headers_from, log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset, recovered_from=loaded.recovered_from,
+            scanned_epochs=loaded.epoch_starts,
         )
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
         load_rolling_timestamp(self.active_segment)

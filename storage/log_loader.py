@@ -38,6 +38,7 @@ from pathlib import Path
 
 from protocol.errors import CorruptMessageError, InvalidRecordError
 from storage.errors import CorruptIndexError
+from storage.leader_epoch import EpochStart
 from storage.log_segments import LogSegments
 from storage.recovery import clean_partition_directory
 from storage.segment import (
@@ -48,7 +49,7 @@ from storage.segment import (
     parse_base_offset,
     segment_file_name,
 )
-from storage.verification import VERIFY_UNCLEAN, BatchDamage, find_damage, should_verify
+from storage.verification import VERIFY_UNCLEAN, BatchDamage, should_verify, verify_segments
 
 # The Log's logger: what loading reports reads as the log's own messages.
 logger = logging.getLogger("samsa.storage.log")
@@ -60,6 +61,8 @@ class LoadedLogOffsets:
     log_end_offset: int
     # The lowest base offset of a segment recovery rebuilt; None when none was.
     recovered_from: int | None
+    # Where each leader epoch starts in the batches, when the start-up verification read them.
+    epoch_starts: tuple[EpochStart, ...] | None = None
 
 
 class LogLoader:
@@ -89,15 +92,14 @@ class LogLoader:
             if base in cleanup.completed_swaps:
                 self._recover_segment(segment, "completed swap")
             self.segments.add(segment)
-        if verify:
-            self._verify()
+        epoch_starts = self._verify() if verify else None
         if not had_clean_shutdown:
             self._recover_from(recovery_point)
         if not self.segments.segments:
             self.segments.add(self.new_segment(log_start_offset))
         log_end_offset = self._active_next_offset()
         start = max(log_start_offset, self.segments.segments[0].base_offset)
-        return LoadedLogOffsets(start, log_end_offset, self.recovered_from)
+        return LoadedLogOffsets(start, log_end_offset, self.recovered_from, epoch_starts)
 
     def _discover_base_offsets(self) -> list[int]:
         names = (path.name for path in self.directory.iterdir())
@@ -133,11 +135,17 @@ class LogLoader:
             logger.info("rebuilt indexes of %s (%s)", segment.log_path, why)
         return result.truncated_bytes
 
-    def _verify(self) -> None:
-        """Cut the log at the first damaged batch (``storage.verification``)."""
-        damage = find_damage(self.segments.segments)
-        if damage is None:
-            return
+    def _verify(self) -> tuple[EpochStart, ...]:
+        """Cut the log at the first damaged batch (``storage.verification``); returns where
+        each leader epoch starts in what is kept (entries past the cut go with the cache's
+        truncation to the log end offset)."""
+        verification = verify_segments(self.segments.segments)
+        damage = verification.damage
+        if damage is not None:
+            self._report_and_cut(damage)
+        return verification.epoch_starts
+
+    def _report_and_cut(self, damage: BatchDamage) -> None:
         logger.error(
             "%s: corrupt log data found by the start-up verification in %s; truncating the "
             "log to offset %d, the rest is refetched from the leader if there is one",

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.records import BatchHeader
+from storage.leader_epoch import EpochStart
 from storage.segment import LogSegment, check_batch
 
 VERIFY_UNCLEAN = "unclean"
@@ -76,6 +77,15 @@ class BatchDamage:
 
 
 @dataclass(frozen=True, slots=True)
+class Verification:
+    """What ``verify_segments`` found: the first damage (None if none) and where each epoch
+    begins in the batches before it (``storage.leader_epoch`` checks its file against these)."""
+
+    damage: BatchDamage | None
+    epoch_starts: tuple[EpochStart, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class _Batch:
     segment_index: int
     path: Path
@@ -83,13 +93,40 @@ class _Batch:
     header: BatchHeader
 
 
+class _Scan:
+    """The walk over every batch in log order; ``previous`` is the last batch accepted."""
+
+    def __init__(self) -> None:
+        self.previous: _Batch | None = None
+        self.epoch_starts: list[EpochStart] = []
+
+    def accept(self, batch: _Batch) -> None:
+        epoch = batch.header.partition_leader_epoch
+        latest = self.epoch_starts[-1].epoch if self.epoch_starts else NO_EPOCH
+        if epoch > latest:
+            previous_last = -1 if self.previous is None else self.previous.header.last_offset
+            self.epoch_starts.append(EpochStart(epoch, batch.header.base_offset, previous_last))
+        self.previous = batch
+
+
+def verify_segments(segments: Sequence[LogSegment]) -> Verification:
+    """Walk every batch of ``segments`` (oldest first) by the rules of the module docstring."""
+    scan = _Scan()
+    damage = _first_damage(segments, scan)
+    return Verification(damage, tuple(scan.epoch_starts))
+
+
 def find_damage(segments: Sequence[LogSegment]) -> BatchDamage | None:
     """The first place the rules of the module docstring fail; None if every batch passes."""
-    previous: _Batch | None = None
+    return verify_segments(segments).damage
+
+
+def _first_damage(segments: Sequence[LogSegment], scan: _Scan) -> BatchDamage | None:
     for index, segment in enumerate(segments):
-        damage, previous = _verify_segment(index, segment, previous)
+        damage = _verify_segment(index, segment, scan)
         if damage is not None:
             return damage
+        previous = scan.previous
         if index + 1 < len(segments) and previous is not None and previous.segment_index == index:
             overlap = _overlap_problem(previous.header, segments[index + 1].base_offset)
             if overlap is not None:
@@ -104,39 +141,37 @@ def _overlap_problem(last: BatchHeader, next_base_offset: int) -> str | None:
             f"{next_base_offset}")
 
 
-def _verify_segment(
-    index: int, segment: LogSegment, previous: _Batch | None
-) -> tuple[BatchDamage | None, _Batch | None]:
+def _verify_segment(index: int, segment: LogSegment, scan: _Scan) -> BatchDamage | None:
     if segment.size == 0:
-        return None, previous
+        return None
     handle = segment.log_file.acquire()  # held: the LRU cannot close it meanwhile
     with mmap.mmap(handle.fd, segment.size, access=mmap.ACCESS_READ) as mapped:
         view = memoryview(mapped)
         try:
-            return _verify_batches(index, segment, view, previous)
+            return _verify_batches(index, segment, view, scan)
         finally:
             view.release()
 
 
 def _verify_batches(
-    index: int, segment: LogSegment, view: memoryview, previous: _Batch | None
-) -> tuple[BatchDamage | None, _Batch | None]:
+    index: int, segment: LogSegment, view: memoryview, scan: _Scan
+) -> BatchDamage | None:
     position = 0
     while position < len(view):
         header, reason = check_batch(view, position)
-        found = _Batch(index, segment.log_path, position, header) if header else None
-        if header is None or found is None:
-            return _cut_here(index, segment, position, previous, reason or "unreadable"), previous
+        if header is None:
+            return _cut_here(index, segment, position, scan.previous, reason or "unreadable")
         own = _own_problem(segment, header)
         if own is not None:
-            return _cut_here(index, segment, position, previous, own), previous
-        if previous is not None:
-            pair = _pair_problem(previous.header, header)
+            return _cut_here(index, segment, position, scan.previous, own)
+        batch = _Batch(index, segment.log_path, position, header)
+        if scan.previous is not None:
+            pair = _pair_problem(scan.previous.header, header)
             if pair is not None:
-                return _cut_at(previous, found, pair), previous
-        previous = found
+                return _cut_at(scan.previous, batch, pair)
+        scan.accept(batch)
         position += header.size_in_bytes
-    return None, previous
+    return None
 
 
 def _own_problem(segment: LogSegment, header: BatchHeader) -> str | None:
