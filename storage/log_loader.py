@@ -156,8 +156,11 @@ class LogLoader:
     def _cut(self, damage: BatchDamage) -> None:
         index = damage.segment_index
         segment = self.segments.segments[index]
-        segment.cut_at(damage.position)  # kept even if empty, as recovery keeps a cut segment
-        self._note_recovered(segment)
+        if damage.position == 0 and index > 0 and damage.offset < segment.base_offset:
+            index -= 1  # emptied, it would leave a gap before its base offset: it goes too
+        else:
+            segment.cut_at(damage.position)  # kept even if empty, as recovery keeps a cut one
+            self._note_recovered(segment)
         for later in self.segments.drop_after(index):
             logger.warning("deleting %s: it follows corrupt data", later.log_path)
             later.delete_files()

@@ -215,6 +215,11 @@ class LogSegment:
         return self._time_index
 
     @property
+    def time_index_path(self) -> Path:
+        """The ``.timeindex`` file's path, without reading or checking the index."""
+        return self._time_index.path
+
+    @property
     def indexes_checked(self) -> bool:
         """Whether the index files were read and checked yet (False: lazy, never used)."""
         return self._indexes_checked

@@ -22,9 +22,17 @@ What a batch must satisfy (``find_damage``), in log order across segments:
 3. its base offset is above the previous batch's last offset;
 4. its partition leader epoch is >= the previous batch's (epochs never go down along a log;
    -1, "no epoch", is not compared);
-5. the last batch of a segment ends below the next segment's base offset.
+5. the last batch of a segment ends below the next segment's base offset;
+6. its partition leader epoch is >= -1;
+7. a segment that is not the last one has not lost its tail: its ``.timeindex`` was trimmed
+   and given its final entry (max timestamp, offset of it) when the next segment was rolled, so
+   an entry naming both an offset past the segment's last batch and a timestamp above all of
+   its batches' is a witness of batches cut from the end (two fields: one flipped bit in the
+   index cannot fake both). A cut exactly at a batch boundary passes rules 1-5 otherwise.
 
-The CRC does not cover the first 21 bytes (base offset, batch length, partition leader epoch,
+Rule 7 fails to see a lost tail whose batches did not hold the segment's largest timestamp (a
+producer's clock going backwards); compaction leaves gaps that look the same, so a gap between
+segments is not damage by itself. The CRC does not cover the first 21 bytes (base offset, batch length, partition leader epoch,
 magic, the CRC itself), so a flip there passes rule 1 and shows up only against a neighbour:
 with rules 3-5 either batch of the pair may be the damaged one, so the cut is made *before*
 the earlier of the two. Everything from the cut on is dropped, so what stays is a prefix of the
@@ -36,8 +44,10 @@ Owner: the ``LogLoader``, while the log is not yet shared (no locks).
 from __future__ import annotations
 
 import mmap
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from protocol.records import BatchHeader
@@ -49,6 +59,7 @@ VERIFY_ALWAYS = "always"
 VERIFY_NEVER = "never"
 VERIFY_MODES = (VERIFY_UNCLEAN, VERIFY_ALWAYS, VERIFY_NEVER)
 NO_EPOCH = -1
+_TIME_INDEX_ENTRY = struct.Struct(">qi")  # storage.index.TimeIndex's entry
 
 
 def should_verify(mode: str, *, had_clean_shutdown: bool) -> bool:
@@ -94,13 +105,16 @@ class _Batch:
 
 
 class _Scan:
-    """The walk over every batch in log order; ``previous`` is the last batch accepted."""
+    """The walk over every batch in log order; ``previous`` is the last batch accepted,
+    ``max_timestamp`` the largest batch max timestamp of the current segment."""
 
     def __init__(self) -> None:
         self.previous: _Batch | None = None
         self.epoch_starts: list[EpochStart] = []
+        self.max_timestamp = -1
 
     def accept(self, batch: _Batch) -> None:
+        self.max_timestamp = max(self.max_timestamp, batch.header.max_timestamp)
         epoch = batch.header.partition_leader_epoch
         latest = self.epoch_starts[-1].epoch if self.epoch_starts else NO_EPOCH
         if epoch > latest:
@@ -123,6 +137,7 @@ def find_damage(segments: Sequence[LogSegment]) -> BatchDamage | None:
 
 def _first_damage(segments: Sequence[LogSegment], scan: _Scan) -> BatchDamage | None:
     for index, segment in enumerate(segments):
+        scan.max_timestamp = -1
         damage = _verify_segment(index, segment, scan)
         if damage is not None:
             return damage
@@ -131,7 +146,46 @@ def _first_damage(segments: Sequence[LogSegment], scan: _Scan) -> BatchDamage | 
             overlap = _overlap_problem(previous.header, segments[index + 1].base_offset)
             if overlap is not None:
                 return _cut_at(previous, previous, overlap)
+            lost = _lost_tail(segment, previous.header, scan.max_timestamp,
+                              segments[index + 1].base_offset)
+            if lost is not None:
+                following = segments[index + 1]
+                return BatchDamage(index + 1, following.log_path, 0, previous.header.next_offset,
+                                   segment.log_path, segment.size, lost)
     return None
+
+
+def _lost_tail(
+    segment: LogSegment, last: BatchHeader, max_timestamp: int, next_base_offset: int
+) -> str | None:
+    """Rule 7: the final time index entry of a closed segment against its batches."""
+    entry = _last_time_index_entry(segment.time_index_path)
+    if entry is None:
+        return None
+    timestamp, offset = entry
+    if last.last_offset < offset < next_base_offset and timestamp > max_timestamp:
+        return (f"{segment.time_index_path.name} names offset {offset} at timestamp {timestamp}, "
+                f"past the last batch (last offset {last.last_offset}, max timestamp "
+                f"{max_timestamp}): the end of the segment was cut off")
+    return None
+
+
+def _last_time_index_entry(path: Path) -> tuple[int, int] | None:
+    """(timestamp, absolute offset) of the file's last 12-byte entry; None when it has none
+    or is not a well-formed time index (whole entries, timestamps increasing, offsets not
+    decreasing and >= the base offset): a damaged index is no witness."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if not data or len(data) % _TIME_INDEX_ENTRY.size:
+        return None
+    entries = list(_TIME_INDEX_ENTRY.iter_unpack(data))
+    ordered = all(a[0] < b[0] and 0 <= a[1] <= b[1] for a, b in pairwise(entries))
+    if not ordered or entries[0][1] < 0:
+        return None
+    timestamp, relative = entries[-1]
+    return timestamp, int(path.name.split(".", 1)[0]) + relative
 
 
 def _overlap_problem(last: BatchHeader, next_base_offset: int) -> str | None:
@@ -180,6 +234,8 @@ def _own_problem(segment: LogSegment, header: BatchHeader) -> str | None:
                 f"{segment.base_offset}")
     if not segment.can_hold_offset(header.last_offset):
         return f"last offset {header.last_offset} does not fit the segment"
+    if header.partition_leader_epoch < NO_EPOCH:
+        return f"partition leader epoch {header.partition_leader_epoch} is negative"
     return None
 
 
