@@ -168,7 +168,9 @@ class LogSegment:
         # "Index entries" in the module docstring); those written by this process, or rebuilt
         # from a checked scan, are trusted.
         self._indexes_trusted = self.size == 0
-        self._trusted_from_position = self.size  # entries past the loaded data are our own
+        # Entries at or past the loaded data are our own appends: the sanity check keeps the
+        # loaded ones below it (positions ordered, the last one inside the log).
+        self._trusted_from_position = self.size
         self._verified_positions: set[int] = set()
         self._verified_times: set[tuple[int, int]] = set()
         self._index_check_lock = threading.Lock()
@@ -243,6 +245,26 @@ class LogSegment:
             self._sanity_check_indexes()
         except CorruptIndexError as error:
             return f"corrupt index ({error})"
+        return None
+
+    def _time_index_end_problem(self) -> str | None:
+        """A rolled or cleanly closed segment got a final time index entry with its largest
+        timestamp (``on_become_inactive``): if a batch after the last offset index entry has a
+        timestamp above the last time index entry's, entries were cut off, and timestamp
+        searches would skip the segment (Samsa's check; Kafka's sanity check only compares the
+        last entry with the first). One scan from the last offset index entry to the end."""
+        last_timestamp = self._time_index.last_entry.timestamp
+        entry = self._offset_index.lookup(2**63 - 1)
+        position = entry.position
+        if position and self._offset_entry_problem(entry.offset, position) is not None:
+            position = 0
+        try:
+            last_batch = max((h.max_timestamp for _, h in self.scan_headers(position)), default=-1)
+        except (CorruptMessageError, InvalidRecordError):
+            return None  # the log itself is damaged: not the index's problem
+        if last_batch > last_timestamp:
+            return (f"it ends at timestamp {last_timestamp}, below the last batches' "
+                    f"{last_batch}")
         return None
 
     @property
@@ -664,10 +686,14 @@ class LogSegment:
         offset_index = self._offset_index
         offset_index.sanity_check()
         self._time_index.sanity_check()
-        if offset_index.entries and offset_index.entry(offset_index.entries - 1)[1] > self.size:
+        # ">=": a batch starts at every entry's position, so none can point at the end either.
+        if offset_index.entries and offset_index.entry(offset_index.entries - 1)[1] >= self.size:
             raise CorruptIndexError(
                 f"{offset_index.path}: last entry points past the end of {self.log_path}"
             )
+        problem = self._time_index_end_problem()
+        if problem is not None:
+            raise CorruptIndexError(f"{self._time_index.path}: {problem}")
 
     # -- files --------------------------------------------------------------------------------
 

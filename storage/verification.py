@@ -142,6 +142,10 @@ def _first_damage(segments: Sequence[LogSegment], scan: _Scan) -> BatchDamage | 
         if damage is not None:
             return damage
         previous = scan.previous
+        if index + 1 < len(segments) and segment.size == 0:
+            emptied = _emptied(index, segment, segments[index + 1].base_offset, scan.previous)
+            if emptied is not None:
+                return emptied
         if index + 1 < len(segments) and previous is not None and previous.segment_index == index:
             overlap = _overlap_problem(previous.header, segments[index + 1].base_offset)
             if overlap is not None:
@@ -168,6 +172,20 @@ def _lost_tail(
                 f"past the last batch (last offset {last.last_offset}, max timestamp "
                 f"{max_timestamp}): the end of the segment was cut off")
     return None
+
+
+def _emptied(
+    index: int, segment: LogSegment, next_base_offset: int, previous: _Batch | None
+) -> BatchDamage | None:
+    """Rule 7 for a closed segment with no batch left: a rolled segment held at least one, so
+    a well-formed time index naming an offset in its range says they were cut off."""
+    entry = _last_time_index_entry(segment.time_index_path)
+    if entry is None or not segment.base_offset <= entry[1] < next_base_offset:
+        return None
+    offset = segment.base_offset if previous is None else previous.header.next_offset
+    return BatchDamage(index, segment.log_path, 0, offset,
+                       segment.time_index_path, 0,
+                       f"the segment is empty but its time index names offset {entry[1]}")
 
 
 def _last_time_index_entry(path: Path) -> tuple[int, int] | None:
@@ -197,7 +215,7 @@ def _overlap_problem(last: BatchHeader, next_base_offset: int) -> str | None:
 
 def _verify_segment(index: int, segment: LogSegment, scan: _Scan) -> BatchDamage | None:
     if segment.size == 0:
-        return None
+        return None  # an empty segment that is not the last is _emptied's business
     handle = segment.log_file.acquire()  # held: the LRU cannot close it meanwhile
     with mmap.mmap(handle.fd, segment.size, access=mmap.ACCESS_READ) as mapped:
         view = memoryview(mapped)
