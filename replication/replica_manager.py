@@ -11,8 +11,11 @@ without one (a directory from before Samsa wrote them) gets its topic's id from 
 whose file names another id than the image's for its topic name belonged to an earlier topic of
 that name (deleted and re-created while the directory was elsewhere). As Kafka's KRaft broker
 treats such stray logs, it is not served: it is renamed ``<topic>-<partition>.<id>-stray`` and
-kept, and the partition gets a new, empty log. A malformed file stops that one partition
-(KAFKA_STORAGE_ERROR) until it is fixed or removed.
+kept, and the partition gets a new, empty log. So does a log whose file is malformed (a damaged
+disk): which topic it belonged to is unknown, so it is set aside too (the ERROR names the file)
+and the replica refetches from the leader; Kafka would take the whole log directory offline. The
+check runs for every loaded log when the image first names its partition (and at start-up
+outside a quorum); the metadata log's own file holds a fixed id and is simply rewritten.
 
 Driven by the metadata image (Kafka's ``ReplicaManager.applyDelta``): the manager listens to the
 metadata log, and each committed batch's delta (``replication.metadata.delta``) is applied to the
@@ -191,9 +194,9 @@ class ReplicaManager:
         try:
             stored = self.log_manager.read_topic_id(*key)
         except CorruptPartitionMetadataError as error:
-            logger.error("%s; partition %s-%d is not served until the file is fixed or removed",
-                         error, *key)
-            self.log_manager.take_offline(*key, reason=str(error))
+            aside = self.log_manager.set_aside_stray(*key)
+            logger.error("%s; the log of %s-%d is not served: renamed to %s, a new one is "
+                         "created and refetched from the leader", error, *key, aside)
             return
         except KafkaStorageError as error:  # its log directory is offline: nothing to check
             logger.error("cannot read the topic id of %s-%d: %s", *key, error)
@@ -216,7 +219,12 @@ class ReplicaManager:
         existing = self.log_manager.get_log(METADATA_TOPIC, METADATA_PARTITION)
         if existing is not None:
             existing.config = self.metadata_log_config.log_config()
-            if self.log_manager.read_topic_id(METADATA_TOPIC, METADATA_PARTITION) is None:
+            try:
+                stored = self.log_manager.read_topic_id(METADATA_TOPIC, METADATA_PARTITION)
+            except CorruptPartitionMetadataError as error:
+                logger.error("%s; rewriting it (the metadata topic's id is fixed)", error)
+                stored = None
+            if stored != METADATA_TOPIC_ID:
                 self.log_manager.write_topic_id(METADATA_TOPIC, METADATA_PARTITION,
                                                 METADATA_TOPIC_ID)
             return existing
@@ -290,6 +298,8 @@ class ReplicaManager:
         partition = self.partitions.get(key)
         if partition is None:
             config = configs.of(state.topic)
+            if key in self.log_manager.logs:  # loaded from disk: stray or unreadable goes aside
+                self._check_topic_id(key, state.topic_id)
             log = self.log_manager.get_or_create_log(*key, config, topic_id=state.topic_id)
             log.config = config
             partition = self._host(log, state.topic_id, state.partition.leader_epoch)
