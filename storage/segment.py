@@ -27,6 +27,18 @@ the active one, at load) the index files are not even read until first used: the
 checks them (present, ``sanity_check``) and rebuilds a missing or corrupt one from the log then,
 not at start-up; ``max_timestamp_so_far`` is read from the time index at its first use as well
 (Kafka's ``LazyIndex``, KAFKA-7283).
+
+Index entries against the log (damaged disks, issue 13's G8). Kafka's sanity check of an index
+looks at its length and last entry only and its files carry no checksum, so a flipped bit that
+keeps the entries ordered goes unseen: a lookup can then land inside a batch (serving bytes
+that are no batch) or on a later batch (skipping records). Samsa's checks (``storage.index``):
+every entry ordered, offsets and positions, the last position inside the log, and the time
+index's last timestamp not below the last batches' (a cut file). Then each entry read from disk
+is checked against the log at its first use (``lookup_position``, ``_checked_time_entry``): an
+offset entry must name a whole batch with a valid CRC that starts at or below its offset; a time
+entry's offset must be held by a batch whose max timestamp is the entry's. A failed check is
+logged as an ERROR naming the index file and entry, and both indexes are rebuilt from the log.
+Entries this process wrote (past the data it loaded) or rebuilt are trusted.
 """
 
 from __future__ import annotations
@@ -165,8 +177,8 @@ class LogSegment:
         # Indexes of a loaded segment are checked at their first use (lazy); a new one's are new.
         self._indexes_checked = not (lazy_indexes and self.size > 0)
         # Index entries read from disk are checked against the log at their first use (see
-        # "Index entries" in the module docstring); those written by this process, or rebuilt
-        # from a checked scan, are trusted.
+        # "Index entries against the log" in the module docstring); those written by this
+        # process, or rebuilt from a checked scan, are trusted.
         self._indexes_trusted = self.size == 0
         # Entries at or past the loaded data are our own appends: the sanity check keeps the
         # loaded ones below it (positions ordered, the last one inside the log).

@@ -172,9 +172,11 @@ def _read_everything(cluster: ClusterNodes, node_id: int, end: int) -> dict[int,
 
 @pytest.mark.integration
 @pytest.mark.cluster
-@pytest.mark.parametrize("seed", [8, 13])
+@pytest.mark.parametrize(("seed", "kinds"), [
+    (8, DEFAULT_KINDS), (13, DEFAULT_KINDS), (21, frozenset({"metadata-log"})),
+], ids=["any-8", "any-13", "metadata-log-21"])
 def test_a_damaged_node_heals_from_the_leader_and_never_serves_corrupt_data(
-    cluster_nodes: Any, seed: int
+    cluster_nodes: Any, seed: int, kinds: frozenset[str]
 ) -> None:
     cluster = cluster_nodes(3, **CLUSTER_CONFIG)
     formed(cluster)
@@ -189,7 +191,8 @@ def test_a_damaged_node_heals_from_the_leader_and_never_serves_corrupt_data(
         wait_until(lambda n=node: _high_watermark(cluster, n) == len(written),  # type: ignore[misc]
                    timeout_s=30, what=f"node {node} caught up")
 
-    [(victim, damage)] = run_corruptions(cluster, 8, seed, per_round=8)
+    [(victim, damage)] = run_corruptions(cluster, 8, seed, per_round=8, kinds=kinds)
+    assert damage, f"nothing of {sorted(kinds)} to damage"
     story = "\n".join(map(str, damage))
     more = _values(len(written), 300)
     produce_all(cluster.bootstrap, TOPIC, more, **PRODUCER)  # while the node catches up
