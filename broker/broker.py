@@ -209,7 +209,10 @@ class Broker:
         self.cluster_id = cluster_id or UNKNOWN_CLUSTER_ID  # KRaft: learnt from the quorum
         self.log_manager.startup()
         self.replica_manager.high_watermark_checkpoints = self.high_watermark_checkpoints.read()
-        self.replica_manager.startup(quorum=self.config.kraft.is_kraft)
+        self.replica_manager.startup(
+            quorum=self.config.kraft.is_kraft,
+            hold_leadership=self.config.kraft.is_broker and not isinstance(
+                self.controller, LocalController))
         self.replica_manager.high_watermark_checkpoints = {}  # new partitions start at 0
         assert self.replica_manager.metadata_log is not None
         if isinstance(self.controller, LocalController):

@@ -139,6 +139,8 @@ class LogManager:
         # The topic id of each log's partition.metadata, once read or written.
         self.topic_ids: dict[TopicPartition, UUID] = {}
         self.cleaner = Cleaner(offset_map=OffsetMap(cleaner_dedupe_buffer_bytes))
+        # Log directories with logs that were not shut down cleanly at the last start-up.
+        self.unclean_directories: set[Path] = set()
         # Logs whose cleaning failed (corrupt data): skipped until restart, as Kafka's
         # "uncleanable partitions".
         self.uncleanable: set[TopicPartition] = set()
@@ -176,6 +178,7 @@ class LogManager:
         partition_dirs = list(self._partition_directories(directory))
         if not clean and partition_dirs:
             logger.warning("%s was not shut down cleanly: recovering its logs", directory)
+            self.unclean_directories.add(directory)
 
         def load(path: Path) -> Log:
             key = parse_topic_partition(path.name)
