@@ -27,8 +27,9 @@ follower fetchers). The ``on_local_changes`` callbacks then hear what the delta 
 (the broker's coordinators take or give up their internal partitions). A ConfigRecord gives the affected logs their new config; a BROKER record
 changes the topic defaults (``resolve_default_config``, set by the broker) and so every log.
 
-Unclean restarts (Samsa; Kafka's KIP-966 removes such a broker from the ISR at its
-registration): after a crash the image still names the previous process as leader until the
+Unclean restarts (Samsa's guard, on the broker side; Kafka's controller handles it when such
+a broker re-registers: KIP-966's clean shutdown detection, KAFKA-15586, and the partition
+changes of KAFKA-18106): after a crash the image still names the previous process as leader until the
 controller fences it (the session expires; the new registration is refused until then), and
 this process's log may be shorter than what that leader acknowledged (a power loss, a damaged
 segment cut at start-up). Leading now would make the followers truncate acknowledged records to
