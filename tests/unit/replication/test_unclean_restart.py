@@ -8,6 +8,7 @@ from pathlib import Path
 
 from replication.controller.interface import NewTopic
 from replication.controller.local import LocalController
+from replication.metadata.delta import LocalReplicaChanges
 from replication.replica_manager import ReplicaManager
 from storage.clock import ManualClock
 from storage.log_manager import LogManager
@@ -38,7 +39,7 @@ def test_after_a_crash_leaderships_wait_for_the_unfencing(tmp_path: Path) -> Non
     assert replica_manager.log_manager.unclean_directories == {tmp_path}
     assert not replica_manager.leadership_allowed
     assert not any(p.is_leader for p in replica_manager.partitions.values())
-    heard = []
+    heard: list[LocalReplicaChanges] = []
     replica_manager.on_local_changes.append(heard.append)
     replica_manager.allow_leadership()
     leaders = {key for key, p in replica_manager.partitions.items() if p.is_leader}
