@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -208,10 +208,14 @@ def run_corruptions(
     *,
     per_round: int = 3,
     kinds: Collection[str] = DEFAULT_KINDS,
+    after_round: Callable[[int, list[Corruption]], None] | None = None,
 ) -> list[tuple[int, list[Corruption]]]:
-    """G8: ``n`` damages in rounds of ``per_round``: each round kills one random node,
-    damages its files, and starts it again. Returns ``(node_id, corruptions)`` per round; the
-    caller waits for the node to catch up (and checks the replicas) between campaigns."""
+    """G8: ``n`` damages in rounds of ``per_round``: each round kills one random node
+    (``kill -9``: the restart is unclean, so the start-up verification runs), damages its
+    files, and starts it again. ``after_round(node_id, corruptions)`` runs after each restart:
+    the campaign waits there for the node to be back in the ISR and caught up (damaging a
+    second replica before the first has healed is a majority fault, not G8's) and logs the
+    ``fault`` event (``Corruption.as_event``). Returns ``(node_id, corruptions)`` per round."""
     rng = random.Random(seed)
     rounds = []
     remaining = n
@@ -222,5 +226,7 @@ def run_corruptions(
                               kinds)
         cluster.start(node_id)
         rounds.append((node_id, damage))
+        if after_round is not None:
+            after_round(node_id, damage)
         remaining -= max(1, len(damage))
     return rounds

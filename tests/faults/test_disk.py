@@ -115,6 +115,41 @@ def test_nothing_to_damage_is_none(tmp_path: Path) -> None:
     assert corrupt_node(tmp_path, random.Random(1), 3) == []
 
 
+class _Node:
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+
+
+class _Cluster:
+    """Stands in for the process cluster: records kills and starts, checks the order."""
+
+    def __init__(self, root: Path) -> None:
+        self.nodes = {n: _Node(node_directory(root / f"node-{n}")) for n in (1, 2, 3)}
+        self.events: list[tuple[str, int]] = []
+        self.down: set[int] = set()
+
+    def kill(self, node_id: int) -> None:
+        self.events.append(("kill", node_id))
+        self.down.add(node_id)
+
+    def start(self, node_id: int) -> None:
+        assert node_id in self.down, "started without being killed"
+        self.events.append(("start", node_id))
+        self.down.discard(node_id)
+
+
+def test_run_corruptions_damages_only_stopped_nodes_round_by_round(tmp_path: Path) -> None:
+    cluster = _Cluster(tmp_path)
+    seen: list[tuple[int, int]] = []
+    rounds = run_corruptions(cluster, 7, seed=4, per_round=3,
+                             after_round=lambda node, done: seen.append((node, len(done))))
+    assert [len(done) for _, done in rounds] == [3, 3, 1]
+    assert seen == [(node, len(done)) for node, done in rounds]
+    assert cluster.events == [e for node, _ in rounds for e in (("kill", node), ("start", node))]
+    for node, done in rounds:
+        assert all(Path(c.path).is_relative_to(cluster.nodes[node].log_dir) for c in done)
+
+
 # -- a damaged node in a cluster ------------------------------------------------------------------
 
 TOPIC = "damaged"
