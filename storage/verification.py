@@ -32,11 +32,17 @@ What a batch must satisfy (``find_damage``), in log order across segments:
 
 Rule 7 fails to see a lost tail whose batches did not hold the segment's largest timestamp (a
 producer's clock going backwards); compaction leaves gaps that look the same, so a gap between
-segments is not damage by itself. The CRC does not cover the first 21 bytes (base offset, batch length, partition leader epoch,
-magic, the CRC itself), so a flip there passes rule 1 and shows up only against a neighbour:
-with rules 3-5 either batch of the pair may be the damaged one, so the cut is made *before*
-the earlier of the two. Everything from the cut on is dropped, so what stays is a prefix of the
-original batches, each one checked.
+segments is not damage by itself. The CRC does not cover the first 21 bytes (base offset, batch
+length, partition leader epoch, magic, the CRC itself), so a flip there passes rule 1 and shows
+up only against a neighbour: with rules 3-5 either batch of the pair may be the damaged one, so
+the cut is made *before* the earlier of the two. Everything from the cut on is dropped, so what
+stays is a prefix of the original batches, each one checked. Not seen: a flip that lowers the
+very first batch's epoch to another valid one (no neighbour before it), or a batch's epoch to
+the previous epoch exactly where the epoch changes; the ``leader-epoch-checkpoint`` then
+disagrees with the batches and is rebuilt from them (``storage.leader_epoch``), reported.
+
+The scan also returns where each leader epoch starts (``Verification.epoch_starts``), so the
+leader epoch cache is checked against the batches at no extra read.
 
 Owner: the ``LogLoader``, while the log is not yet shared (no locks).
 """
