@@ -106,6 +106,7 @@ class Broker:
             recovery_threads_per_dir=config.num_recovery_threads_per_data_dir,
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             segment_open_files_max=config.log_segment_open_files_max,
+            verify_on_startup=config.samsa_log_verify_on_startup,
         )
         EVENTS.node_id = config.node_id
         replica_manager = ReplicaManager(
@@ -212,7 +213,10 @@ class Broker:
         self.cluster_id = cluster_id or UNKNOWN_CLUSTER_ID  # KRaft: learnt from the quorum
         self.log_manager.startup()
         self.replica_manager.high_watermark_checkpoints = self.high_watermark_checkpoints.read()
-        self.replica_manager.startup(quorum=self.config.kraft.is_kraft)
+        self.replica_manager.startup(
+            quorum=self.config.kraft.is_kraft,
+            hold_leadership=self.config.kraft.is_broker and not isinstance(
+                self.controller, LocalController))
         self.replica_manager.high_watermark_checkpoints = {}  # new partitions start at 0
         assert self.replica_manager.metadata_log is not None
         if isinstance(self.controller, LocalController):

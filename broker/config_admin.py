@@ -108,7 +108,7 @@ _BROKER_ONLY_TYPES: dict[str, int] = {
     "auto.create.topics.enable": BOOLEAN, "socket.request.max.bytes": INT,
     "queued.max.requests": INT, "connections.max.idle.ms": LONG,
     "num.recovery.threads.per.data.dir": INT, "log.retention.check.interval.ms": LONG,
-    "log.segment.open.files.max": INT,
+    "log.segment.open.files.max": INT, "samsa.log.verify.on.startup": STRING,
     "log.flush.scheduler.interval.ms": LONG, "log.flush.offset.checkpoint.interval.ms": INT,
     "log.flush.start.offset.checkpoint.interval.ms": INT, "log.cleaner.enable": BOOLEAN,
     "log.cleaner.backoff.ms": LONG, "log.cleaner.dedupe.buffer.size": LONG,

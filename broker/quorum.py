@@ -106,6 +106,7 @@ class QuorumMember:
         self._catch_up_target: int | None = None  # the quorum high watermark first learnt
         self._ticker: asyncio.Task[None] | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
+        self._leading: asyncio.Task[None] | None = None
         self.node.listeners.append(self)
 
     # -- running ------------------------------------------------------------------------------
@@ -119,6 +120,9 @@ class QuorumMember:
             self.lifecycle = self._lifecycle_manager()
             self.broker.lifecycle = self.lifecycle
             self.lifecycle.start()
+            if not self.broker.replica_manager.leadership_allowed:
+                self._leading = loop.create_task(self._lead_once_unfenced(self.lifecycle),
+                                                 name="lead-once-unfenced")
 
     async def stop(self) -> None:
         """Controlled shutdown first (leaderships moved away while the quorum still runs),
@@ -127,6 +131,8 @@ class QuorumMember:
             timeout_s = self.broker.config.kraft.broker_session_timeout_ms / 1000
             await self.lifecycle.controlled_shutdown(timeout_s)
             await self.lifecycle.stop()
+        if self._leading is not None:
+            self._leading.cancel()
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -135,6 +141,11 @@ class QuorumMember:
         await self.clients.close()
         await self.controller_channel.close()
         await self.heartbeat_channel.close()
+
+    async def _lead_once_unfenced(self, lifecycle: BrokerLifecycleManager) -> None:
+        """After an unclean restart (``replication.replica_manager``: "Unclean restarts")."""
+        await lifecycle.wait_unfenced()
+        self.broker.replica_manager.allow_leadership()
 
     async def _tick(self) -> None:
         controller = self.broker.quorum_controller

@@ -18,9 +18,14 @@ partition missing from that file starts at 0. A leader
 whose ISR is itself alone then moves it to its log end offset at once (``maybeIncrementLeaderHW``),
 which on a single node is every partition.
 
-A file that cannot be read or written (malformed: the error names the file and the line) takes
-its log directory offline, as Kafka's ``CheckpointFileWithFailureHandler`` does: the partitions
-there answer KAFKA_STORAGE_ERROR, the other directories go on.
+A file that cannot be read or written (an I/O error) takes its log directory offline, as Kafka's
+``CheckpointFileWithFailureHandler`` does: the partitions there answer KAFKA_STORAGE_ERROR, the
+other directories go on. A malformed file (a damaged disk: the error names the file and the line)
+is logged as an ERROR and read as empty, so each of its partitions starts at 0 like one missing
+from the file. That is safe: a high watermark only delays what consumers see, the leader raises it
+again as the ISR fetches, and followers truncate by leader epoch, never by it. Kafka instead takes
+the directory offline (and halts when it holds the metadata log), which leaves a damaged
+replica nothing to heal from: a Samsa deviation, for issue 13's disk faults (G8).
 
 Reads run before serving; writes run on the storage worker (they read each partition's high
 watermark, an int, as retention does).
@@ -57,7 +62,11 @@ class HighWatermarkCheckpoints:
         for directory in self._online_directories():
             try:
                 entries = OffsetCheckpointFile(self.path(directory)).read()
-            except (CorruptCheckpointError, OSError) as error:
+            except CorruptCheckpointError as error:
+                logger.error("%s; every partition of %s starts from high watermark 0",
+                             error, directory)
+                continue
+            except OSError as error:
                 self._take_offline(directory, f"error while reading checkpoint file: {error}")
                 continue
             high_watermarks.update(  # a log's entry is the one in its own directory's file

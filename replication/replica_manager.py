@@ -11,8 +11,11 @@ without one (a directory from before Samsa wrote them) gets its topic's id from 
 whose file names another id than the image's for its topic name belonged to an earlier topic of
 that name (deleted and re-created while the directory was elsewhere). As Kafka's KRaft broker
 treats such stray logs, it is not served: it is renamed ``<topic>-<partition>.<id>-stray`` and
-kept, and the partition gets a new, empty log. A malformed file stops that one partition
-(KAFKA_STORAGE_ERROR) until it is fixed or removed.
+kept, and the partition gets a new, empty log. So does a log whose file is malformed (a damaged
+disk): which topic it belonged to is unknown, so it is set aside too (the ERROR names the file)
+and the replica refetches from the leader; Kafka would take the whole log directory offline. The
+check runs for every loaded log when the image first names its partition (and at start-up
+outside a quorum); the metadata log's own file holds a fixed id and is simply rewritten.
 
 Driven by the metadata image (Kafka's ``ReplicaManager.applyDelta``): the manager listens to the
 metadata log, and each committed batch's delta (``replication.metadata.delta``) is applied to the
@@ -23,6 +26,17 @@ same as a follower (``make_follower``: recorded only; fetching from the leader c
 follower fetchers). The ``on_local_changes`` callbacks then hear what the delta changed here
 (the broker's coordinators take or give up their internal partitions). A ConfigRecord gives the affected logs their new config; a BROKER record
 changes the topic defaults (``resolve_default_config``, set by the broker) and so every log.
+
+Unclean restarts (Samsa's guard, on the broker side; Kafka's controller handles it when such
+a broker re-registers: KIP-966's clean shutdown detection, KAFKA-15586, and the partition
+changes of KAFKA-18106): after a crash the image still names the previous process as leader until the
+controller fences it (the session expires; the new registration is refused until then), and
+this process's log may be shorter than what that leader acknowledged (a power loss, a damaged
+segment cut at start-up). Leading now would make the followers truncate acknowledged records to
+match it. So in a quorum, after an unclean shutdown of any log directory, leaderships are held
+back (``_defer_leaders``: the partition is not served here) until the broker is registered and
+unfenced (``allow_leadership``), by which time the controller has moved them to an in-sync
+replica or, if none, kept this one.
 
 Nothing here writes metadata: every write is a proposal to the controller
 (``replication.controller``), whose commit reaches this class as a delta. Everything runs on the
@@ -131,6 +145,10 @@ class ReplicaManager:
         self.on_role_changes: list[Callable[[Partition], None]] = []
         # The topic defaults with the image's dynamic broker configs applied; None: the static ones.
         self.resolve_default_config: Callable[[MetadataImage], LogConfig] | None = None
+        # False from an unclean restart in a quorum until this incarnation is unfenced: the
+        # leaderships the image names are the previous process's (see "Unclean restarts").
+        self.leadership_allowed = True
+        self._deferred_leaders: dict[tuple[str, int], ReplicaState] = {}
 
     def use_executor(self, executor: Executor, loop: asyncio.AbstractEventLoop) -> None:
         """From now on, create and delete logs on ``executor`` (the broker's storage worker)."""
@@ -161,11 +179,14 @@ class ReplicaManager:
 
     # -- start-up -----------------------------------------------------------------------------
 
-    def startup(self, *, quorum: bool = False) -> None:
+    def startup(self, *, quorum: bool = False, hold_leadership: bool = False) -> None:
         """Replay the metadata and open the partitions it names. In a quorum (``quorum``) the
         image at start is only the newest snapshot's (``MetadataLog.replay``): logs it does not
         name are kept, as records committed later may name them (Kafka looks for stray logs
-        only once the broker has caught up with the metadata)."""
+        only once the broker has caught up with the metadata). ``hold_leadership``: this node
+        registers with a quorum controller (see "Unclean restarts"), which after an unclean
+        shutdown must unfence it before it leads."""
+        self.leadership_allowed = not (hold_leadership and self.log_manager.unclean_directories)
         self.metadata_log = MetadataLog(self._open_metadata_log(), clock=self.clock,
                                         config=self.metadata_log_config)
         image = self.metadata_log.replay(commit_recovered=not quorum)
@@ -209,9 +230,9 @@ class ReplicaManager:
         try:
             stored = self.log_manager.read_topic_id(*key)
         except CorruptPartitionMetadataError as error:
-            logger.error("%s; partition %s-%d is not served until the file is fixed or removed",
-                         error, *key)
-            self.log_manager.take_offline(*key, reason=str(error))
+            aside = self.log_manager.set_aside_stray(*key)
+            logger.error("%s; the log of %s-%d is not served: renamed to %s, a new one is "
+                         "created and refetched from the leader", error, *key, aside)
             return
         except KafkaStorageError as error:  # its log directory is offline: nothing to check
             logger.error("cannot read the topic id of %s-%d: %s", *key, error)
@@ -234,7 +255,12 @@ class ReplicaManager:
         existing = self.log_manager.get_log(METADATA_TOPIC, METADATA_PARTITION)
         if existing is not None:
             existing.config = self.metadata_log_config.log_config()
-            if self.log_manager.read_topic_id(METADATA_TOPIC, METADATA_PARTITION) is None:
+            try:
+                stored = self.log_manager.read_topic_id(METADATA_TOPIC, METADATA_PARTITION)
+            except CorruptPartitionMetadataError as error:
+                logger.error("%s; rewriting it (the metadata topic's id is fixed)", error)
+                stored = None
+            if stored != METADATA_TOPIC_ID:
                 self.log_manager.write_topic_id(METADATA_TOPIC, METADATA_PARTITION,
                                                 METADATA_TOPIC_ID)
             return existing
@@ -258,7 +284,17 @@ class ReplicaManager:
         if delta.broker_configs_changed:
             self._refresh_default_config(image)
         changes = local_changes(delta, image, self.node_id)
+        if not self.leadership_allowed:
+            changes = self._defer_leaders(changes)
         self._stop_partitions(changes.deletes, delta.removed_topics)
+        self._apply_roles(changes, image)
+        topics = image.topics_by_name if delta.broker_configs_changed else delta.topic_configs_changed
+        for name in sorted(topics):
+            self._apply_topic_config(image, name)
+        for callback in self.on_local_changes:
+            callback(changes)
+
+    def _apply_roles(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
         configs = _TopicConfigs(image, self.default_config)
         missing: list[ReplicaState] = []
         for state in (*changes.leaders, *changes.followers):
@@ -272,9 +308,40 @@ class ReplicaManager:
             self._become(state, configs)
         if missing:
             self._create_logs(missing, configs)
-        topics = image.topics_by_name if delta.broker_configs_changed else delta.topic_configs_changed
-        for name in sorted(topics):
-            self._apply_topic_config(image, name)
+
+    # -- unclean restarts ---------------------------------------------------------------------
+
+    def _defer_leaders(self, changes: LocalReplicaChanges) -> LocalReplicaChanges:
+        """Hold back the leaderships of ``changes`` until ``allow_leadership``; a partition
+        the image gives to another leader or removes meanwhile is no longer held."""
+        for state in changes.leaders:
+            self._deferred_leaders[(state.topic, state.partition.partition_id)] = state
+        for state in changes.followers:
+            self._deferred_leaders.pop((state.topic, state.partition.partition_id), None)
+        for key in changes.deletes:
+            self._deferred_leaders.pop(key, None)
+        if changes.leaders:
+            logger.info("not leading %d partitions before this broker is registered and "
+                        "unfenced (unclean restart)", len(changes.leaders))
+        return LocalReplicaChanges(changes.deletes, (), changes.followers)
+
+    def allow_leadership(self) -> None:
+        """This incarnation is unfenced: lead where the image still names this node."""
+        if self.leadership_allowed:
+            return
+        self.leadership_allowed = True
+        held, self._deferred_leaders = self._deferred_leaders, {}
+        image = self.image
+        leaders = []
+        for topic_name, index in held:
+            topic = image.topics_by_name.get(topic_name)
+            current = None if topic is None else topic.partitions.get(index)
+            if topic is not None and current is not None and current.leader == self.node_id:
+                leaders.append(ReplicaState(topic_name, topic.topic_id, current))
+        logger.info("unfenced: leading %d partitions held back since the unclean restart",
+                    len(leaders))
+        changes = LocalReplicaChanges((), tuple(leaders), ())
+        self._apply_roles(changes, image)
         for callback in self.on_local_changes:
             callback(changes)
 
@@ -308,6 +375,8 @@ class ReplicaManager:
         partition = self.partitions.get(key)
         if partition is None:
             config = configs.of(state.topic)
+            if key in self.log_manager.logs:  # loaded from disk: stray or unreadable goes aside
+                self._check_topic_id(key, state.topic_id)
             log = self.log_manager.get_or_create_log(*key, config, topic_id=state.topic_id)
             log.config = config
             partition = self._host(log, state.topic_id, state.partition.leader_epoch)

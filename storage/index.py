@@ -20,7 +20,9 @@ read-only and never changes it (``samsa log dump/verify``).
 Invariants, kept by ``append`` and checked by ``sanity_check``:
 
 - ``OffsetIndex``: offsets strictly increase and are >= ``base_offset``; positions never
-  decrease (the caller's duty, not checked: Kafka does not check it either).
+  decrease and are >= 0 (checked by Samsa; Kafka does not: with it, a damaged entry that still
+  looks ordered can only point at a wrong place below the next entry's position, which the
+  segment checks at the entry's first use).
 - ``TimeIndex``: timestamps strictly increase; offsets never decrease and are >= ``base_offset``.
   ``is_full()`` keeps the last slot free for the entry written when the segment rolls.
 - ``entries * entry_size <= length``; bytes past the entries are zero or stale.
@@ -603,6 +605,10 @@ class OffsetIndex(AbstractIndex):
         relative_offsets = self._column_values(self._relative_offset)
         self._check_first_offset(relative_offsets)
         self._check_order("offset", relative_offsets, strict=True, absolute=self._base_offset)
+        positions = self._column_values(self._position)
+        if positions[0] < 0:
+            raise self._corrupt(f"entry 0 has a negative position {positions[0]}")
+        self._check_order("position", positions, strict=False)
 
 
 class TimeIndex(AbstractIndex):

@@ -33,7 +33,10 @@ misses an epoch the log holds. It may name epochs the log lost in a crash (the f
 the batch not yet flushed): the log, when it opens, truncates the cache to what it recovered
 (``load_leader_epoch_cache``). A missing, empty (over a non-empty log) or corrupt file
 (``CorruptCheckpointError`` naming the file and line, logged as an error) is rebuilt from the
-batch headers, which are the truth (Kafka rebuilds from the log as it recovers segments).
+batch headers, which are the truth (Kafka rebuilds from the log as it recovers segments). So is
+a well-formed file that disagrees with the batches (a bit flip that turned one digit into
+another) when the start-up verification (``storage.verification``) read them all: Samsa's check,
+Kafka has none.
 
 Threads: the owner appends and truncates; log retention (a worker thread) truncates from the
 start. Every change and every read of the list takes ``_lock``.
@@ -44,7 +47,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +59,7 @@ __all__ = [
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "EpochEntry",
+    "EpochStart",
     "LeaderEpochFileCache",
     "load_leader_epoch_cache",
 ]
@@ -210,6 +214,18 @@ class LeaderEpochFileCache:
             self.checkpoint.write(list(zip(self._epochs, self._starts, strict=True)))
 
 
+@dataclass(frozen=True, slots=True)
+class EpochStart:
+    """Where a scan of the batches saw a partition leader epoch above every earlier one begin:
+    ``start_offset`` is that batch's base offset, ``previous_last_offset`` the last offset of the
+    batch before it (-1 if none), so a cache entry anywhere in between (a gap compaction left)
+    agrees with it."""
+
+    epoch: int
+    start_offset: int
+    previous_last_offset: int
+
+
 def load_leader_epoch_cache(
     directory: Path,
     batches_from: Callable[[int], Iterable[BatchHeader]],
@@ -217,12 +233,15 @@ def load_leader_epoch_cache(
     log_start_offset: int,
     log_end_offset: int,
     recovered_from: int | None,
+    scanned_epochs: Sequence[EpochStart] | None = None,
 ) -> LeaderEpochFileCache:
     """Open a log's cache: read ``leader-epoch-checkpoint`` (rebuilt from the batch headers,
     ``batches_from(offset)``, if the file is missing or corrupt), then bring it in line with
     the log: batches recovered from ``recovered_from`` on add epochs newer than the latest
     known (as Kafka's ``LogSegment.recover``), entries at or past the log end offset and
-    below the log start offset go."""
+    below the log start offset go. ``scanned_epochs``, the epochs the start-up verification saw
+    in the whole log, is what the cache must then hold (``_disagreement``); when it does not
+    (a bit flip that left the file well-formed), the file is reported and rebuilt from it."""
     path = directory / LEADER_EPOCH_CHECKPOINT
     try:
         cache = LeaderEpochFileCache.read(path) if path.exists() else None
@@ -231,14 +250,52 @@ def load_leader_epoch_cache(
         cache = None
     if cache is not None and cache.latest_epoch is None and log_start_offset < log_end_offset:
         cache = None  # an empty file (Kafka creates one before its first write) over a log
+    if cache is not None and recovered_from is not None:
+        cache.assign_all(_newer_epochs(cache.latest_epoch, batches_from(recovered_from)))
+    if cache is not None and scanned_epochs is not None:
+        cache = _checked(cache, path, scanned_epochs, log_start_offset, log_end_offset)
     if cache is None:
         cache = LeaderEpochFileCache(LeaderEpochCheckpointFile(path))
-        cache.assign_all(_newer_epochs(None, batches_from(log_start_offset)))
-    elif recovered_from is not None:
-        cache.assign_all(_newer_epochs(cache.latest_epoch, batches_from(recovered_from)))
+        if scanned_epochs is None:
+            cache.assign_all(_newer_epochs(None, batches_from(log_start_offset)))
+        else:
+            cache.assign_all((start.epoch, start.start_offset) for start in scanned_epochs)
     cache.truncate_from_end(log_end_offset)
     cache.truncate_from_start(log_start_offset)
     return cache
+
+
+def _checked(
+    cache: LeaderEpochFileCache, path: Path, scanned: Sequence[EpochStart],
+    log_start_offset: int, log_end_offset: int,
+) -> LeaderEpochFileCache | None:
+    """``cache`` if it agrees with the scanned epochs over [log start, log end); else None."""
+    expected = LeaderEpochFileCache(
+        entries=(EpochEntry(start.epoch, start.start_offset) for start in scanned))
+    for candidate in (cache, expected):
+        candidate.truncate_from_end(log_end_offset)
+        candidate.truncate_from_start(log_start_offset)
+    problem = _disagreement(cache.entries, expected.entries, scanned)
+    if problem is None:
+        return cache
+    logger.error("%s does not match the log's batches (%s); rebuilding the leader epoch cache "
+                 "from them", path, problem)
+    return None
+
+
+def _disagreement(
+    found: Sequence[EpochEntry], expected: Sequence[EpochEntry], scanned: Sequence[EpochStart]
+) -> str | None:
+    if [entry.epoch for entry in found] != [entry.epoch for entry in expected]:
+        return (f"epochs {[entry.epoch for entry in found]}, the batches have "
+                f"{[entry.epoch for entry in expected]}")
+    lowest = {start.epoch: start.previous_last_offset + 1 for start in scanned}
+    for line, (entry, truth) in enumerate(zip(found, expected, strict=True), 3):
+        low = min(lowest.get(truth.epoch, truth.start_offset), truth.start_offset)
+        if not low <= entry.start_offset <= truth.start_offset:
+            return (f"line {line} starts epoch {entry.epoch} at {entry.start_offset}, the "
+                    f"batches at {truth.start_offset}")
+    return None
 
 
 def _newer_epochs(latest: int | None, headers: Iterable[BatchHeader]) -> Iterator[tuple[int, int]]:

@@ -93,6 +93,7 @@ from storage.retention import deletable_segments
 from storage.segment import FetchSlice, LogSegment, TimestampAndOffset
 from storage.transaction_index import AbortedTxn
 from storage.validator import ValidatedBatches, ValidationRules, validate_batches
+from storage.verification import VERIFY_UNCLEAN
 
 # Re-exported: other packages import these from here.
 __all__ = [
@@ -174,23 +175,29 @@ class Log:
         producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
         open_files: LeastRecentlyUsed | None = None,
         index_maps: LeastRecentlyUsed | None = None,
+        verify_on_startup: str = VERIFY_UNCLEAN,
     ) -> Log:
-        """Load (and if needed recover) the log in ``directory``, creating it when absent."""
+        """Load (and if needed recover) the log in ``directory``, creating it when absent;
+        ``verify_on_startup`` is ``samsa.log.verify.on.startup`` (``storage.verification``)."""
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(
             directory, config, clock=clock, health=health,
             producer_id_expiration_ms=producer_id_expiration_ms,
             open_files=open_files, index_maps=index_maps,
         )
-        log._load(recovery_point, log_start_offset, had_clean_shutdown)
+        log._load(recovery_point, log_start_offset, had_clean_shutdown, verify_on_startup)
         return log
 
-    def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
+    def _load(
+        self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool,
+        verify_on_startup: str = VERIFY_UNCLEAN,
+    ) -> None:
         """Segments by the ``LogLoader``; then what needs the live log: a log start offset
         past the recovered end, the active segment's indexes, producer state and snapshots."""
         loader = LogLoader(self.directory, self._segment_list, self._new_segment,
                            contiguous=not self.config.compact)
-        loaded = loader.load(recovery_point, log_start_offset, had_clean_shutdown)
+        loaded = loader.load(recovery_point, log_start_offset, had_clean_shutdown,
+                             verify_on_startup)
         self.log_end_offset = loaded.log_end_offset
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = self.log_end_offset
@@ -206,6 +213,7 @@ class Log:
         self.leader_epoch_cache = load_leader_epoch_cache(
             self.directory, self._headers_from, log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset, recovered_from=loaded.recovered_from,
+            scanned_epochs=loaded.epoch_starts,
         )
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
         load_rolling_timestamp(self.active_segment)

@@ -13,7 +13,11 @@ Steps, in order:
    recovered; the first one cut short (a bad batch), or, in a log that is not compacted, ending
    short of the next segment's base offset (cut at a batch boundary by a power loss), ends the
    log: the segments after it are deleted, since offsets must stay contiguous;
-4. an empty directory gets one empty segment at the log start offset; the log end offset is the
+4. when ``samsa.log.verify.on.startup`` says so (``storage.verification``: after an unclean
+   shutdown by default), every segment's batches are verified, those below the recovery point
+   too; at the first damaged batch the log is cut (an ERROR names the file, position and
+   offset) and the segments after it are deleted, leaving a valid prefix;
+5. an empty directory gets one empty segment at the log start offset; the log end offset is the
    active segment's next offset (an unreadable tail found there, damage after a clean shutdown,
    is recovered too rather than failing the whole directory).
 
@@ -35,6 +39,7 @@ from pathlib import Path
 
 from protocol.errors import CorruptMessageError, InvalidRecordError
 from storage.errors import CorruptIndexError
+from storage.leader_epoch import EpochStart
 from storage.log_segments import LogSegments
 from storage.recovery import clean_partition_directory
 from storage.segment import (
@@ -45,6 +50,7 @@ from storage.segment import (
     parse_base_offset,
     segment_file_name,
 )
+from storage.verification import VERIFY_UNCLEAN, BatchDamage, should_verify, verify_segments
 
 # The Log's logger: what loading reports reads as the log's own messages.
 logger = logging.getLogger("samsa.storage.log")
@@ -56,6 +62,8 @@ class LoadedLogOffsets:
     log_end_offset: int
     # The lowest base offset of a segment recovery rebuilt; None when none was.
     recovered_from: int | None
+    # Where each leader epoch starts in the batches, when the start-up verification read them.
+    epoch_starts: tuple[EpochStart, ...] | None = None
 
 
 class LogLoader:
@@ -75,9 +83,11 @@ class LogLoader:
         self.recovered_from: int | None = None
 
     def load(
-        self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool
+        self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool,
+        verify_on_startup: str = VERIFY_UNCLEAN,
     ) -> LoadedLogOffsets:
         """Fill the (empty) segment list from the directory; see the module docstring."""
+        verify = should_verify(verify_on_startup, had_clean_shutdown=had_clean_shutdown)
         cleanup = clean_partition_directory(self.directory)
         bases = self._discover_base_offsets()
         for base in bases:
@@ -87,13 +97,14 @@ class LogLoader:
             if base in cleanup.completed_swaps:
                 self._recover_segment(segment, "completed swap")
             self.segments.add(segment)
+        epoch_starts = self._verify() if verify else None
         if not had_clean_shutdown:
             self._recover_from(recovery_point)
         if not self.segments.segments:
             self.segments.add(self.new_segment(log_start_offset))
         log_end_offset = self._active_next_offset()
         start = max(log_start_offset, self.segments.segments[0].base_offset)
-        return LoadedLogOffsets(start, log_end_offset, self.recovered_from)
+        return LoadedLogOffsets(start, log_end_offset, self.recovered_from, epoch_starts)
 
     def _discover_base_offsets(self) -> list[int]:
         names = (path.name for path in self.directory.iterdir())
@@ -118,8 +129,7 @@ class LogLoader:
 
     def _recover_segment(self, segment: LogSegment, why: str) -> int:
         result = segment.recover()
-        if self.recovered_from is None or segment.base_offset < self.recovered_from:
-            self.recovered_from = segment.base_offset
+        self._note_recovered(segment)
         if result.truncated_bytes:
             logger.warning(
                 "truncated %s at position %d (offset %d): %d invalid bytes removed: %s",
@@ -129,6 +139,40 @@ class LogLoader:
         else:
             logger.info("rebuilt indexes of %s (%s)", segment.log_path, why)
         return result.truncated_bytes
+
+    def _verify(self) -> tuple[EpochStart, ...]:
+        """Cut the log at the first damaged batch (``storage.verification``); returns where
+        each leader epoch starts in what is kept (entries past the cut go with the cache's
+        truncation to the log end offset)."""
+        verification = verify_segments(self.segments.segments)
+        damage = verification.damage
+        if damage is not None:
+            self._report_and_cut(damage)
+        return verification.epoch_starts
+
+    def _report_and_cut(self, damage: BatchDamage) -> None:
+        logger.error(
+            "%s: corrupt log data found by the start-up verification in %s; truncating the "
+            "log to offset %d, the rest is refetched from the leader if there is one",
+            self.directory.name, damage.describe(), damage.offset,
+        )
+        self._cut(damage)
+
+    def _cut(self, damage: BatchDamage) -> None:
+        index = damage.segment_index
+        segment = self.segments.segments[index]
+        if damage.position == 0 and index > 0 and damage.offset < segment.base_offset:
+            index -= 1  # emptied, it would leave a gap before its base offset: it goes too
+        else:
+            segment.cut_at(damage.position)  # kept even if empty, as recovery keeps a cut one
+            self._note_recovered(segment)
+        for later in self.segments.drop_after(index):
+            logger.warning("deleting %s: it follows corrupt data", later.log_path)
+            later.delete_files()
+
+    def _note_recovered(self, segment: LogSegment) -> None:
+        if self.recovered_from is None or segment.base_offset < self.recovered_from:
+            self.recovered_from = segment.base_offset
 
     def _recover_from(self, recovery_point: int) -> None:
         """Scan every segment from the one holding ``recovery_point``; cut at the first bad batch."""

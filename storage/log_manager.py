@@ -95,6 +95,7 @@ from storage.partition_metadata import (
     topic_id_to_string,
     write_partition_metadata,
 )
+from storage.verification import VERIFY_UNCLEAN
 
 logger = logging.getLogger("samsa.storage.log_manager")
 
@@ -117,6 +118,7 @@ class LogManager:
         recovery_threads_per_dir: int = 2,
         cleaner_dedupe_buffer_bytes: int = 128 * 1024 * 1024,
         segment_open_files_max: int = -1,
+        verify_on_startup: str = VERIFY_UNCLEAN,
     ) -> None:
         if not log_dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -126,6 +128,7 @@ class LogManager:
         self._topic_config = topic_config or (lambda topic: self.default_config)
         self._threads = recovery_threads_per_dir
         self._open_files_max = segment_open_files_max
+        self._verify_on_startup = verify_on_startup  # samsa.log.verify.on.startup
         limits = current_limits()
         self.open_files = LeastRecentlyUsed(self._open_files_cap(limits))
         self.index_maps = LeastRecentlyUsed(default_index_maps_max(limits))
@@ -137,6 +140,8 @@ class LogManager:
         # The topic id of each log's partition.metadata, once read or written.
         self.topic_ids: dict[TopicPartition, UUID] = {}
         self.cleaner = Cleaner(offset_map=OffsetMap(cleaner_dedupe_buffer_bytes))
+        # Log directories with logs that were not shut down cleanly at the last start-up.
+        self.unclean_directories: set[Path] = set()
         # Logs whose cleaning failed (corrupt data): skipped until restart, as Kafka's
         # "uncleanable partitions".
         self.uncleanable: set[TopicPartition] = set()
@@ -174,6 +179,7 @@ class LogManager:
         partition_dirs = list(self._partition_directories(directory))
         if not clean and partition_dirs:
             logger.warning("%s was not shut down cleanly: recovering its logs", directory)
+            self.unclean_directories.add(directory)
 
         def load(path: Path) -> Log:
             key = parse_topic_partition(path.name)
@@ -190,6 +196,7 @@ class LogManager:
                     health=self.health[directory],
                     open_files=self.open_files,
                     index_maps=self.index_maps,
+                    verify_on_startup=self._verify_on_startup,
                 )
             except Exception as error:
                 return self._offline_log(path, error, recovery_point, log_start_offset)

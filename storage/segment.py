@@ -27,6 +27,18 @@ the active one, at load) the index files are not even read until first used: the
 checks them (present, ``sanity_check``) and rebuilds a missing or corrupt one from the log then,
 not at start-up; ``max_timestamp_so_far`` is read from the time index at its first use as well
 (Kafka's ``LazyIndex``, KAFKA-7283).
+
+Index entries against the log (damaged disks, issue 13's G8). Kafka's sanity check of an index
+looks at its length and last entry only and its files carry no checksum, so a flipped bit that
+keeps the entries ordered goes unseen: a lookup can then land inside a batch (serving bytes
+that are no batch) or on a later batch (skipping records). Samsa's checks (``storage.index``):
+every entry ordered, offsets and positions, the last position inside the log, and the time
+index's last timestamp not below the last batches' (a cut file). Then each entry read from disk
+is checked against the log at its first use (``lookup_position``, ``_checked_time_entry``): an
+offset entry must name a whole batch with a valid CRC that starts at or below its offset; a time
+entry's offset must be held by a batch whose max timestamp is the entry's. A failed check is
+logged as an ERROR naming the index file and entry, and both indexes are rebuilt from the log.
+Entries this process wrote (past the data it loaded) or rebuilt are trusted.
 """
 
 from __future__ import annotations
@@ -54,6 +66,7 @@ from storage.clock import Clock
 from storage.errors import CorruptIndexError
 from storage.fsync import fdatasync
 from storage.index import OffsetIndex, TimeIndex
+from storage.index import TimestampOffset as TimeIndexEntry  # the segment has its own
 from storage.open_files import LeastRecentlyUsed, OpenFile, SegmentFile
 from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -164,6 +177,15 @@ class LogSegment:
         self.size = os.fstat(handle.fd).st_size
         # Indexes of a loaded segment are checked at their first use (lazy); a new one's are new.
         self._indexes_checked = not (lazy_indexes and self.size > 0)
+        # Index entries read from disk are checked against the log at their first use (see
+        # "Index entries against the log" in the module docstring); those written by this
+        # process, or rebuilt from a checked scan, are trusted.
+        self._indexes_trusted = self.size == 0
+        # Entries at or past the loaded data are our own appends: the sanity check keeps the
+        # loaded ones below it (positions ordered, the last one inside the log).
+        self._trusted_from_position = self.size
+        self._verified_positions: set[int] = set()
+        self._verified_times: set[tuple[int, int]] = set()
         self._index_check_lock = threading.Lock()
         index_options = {
             "max_index_size": max_index_size, "writable": writable, "maps": maps,
@@ -208,6 +230,11 @@ class LogSegment:
         return self._time_index
 
     @property
+    def time_index_path(self) -> Path:
+        """The ``.timeindex`` file's path, without reading or checking the index."""
+        return self._time_index.path
+
+    @property
     def indexes_checked(self) -> bool:
         """Whether the index files were read and checked yet (False: lazy, never used)."""
         return self._indexes_checked
@@ -231,6 +258,26 @@ class LogSegment:
             self._sanity_check_indexes()
         except CorruptIndexError as error:
             return f"corrupt index ({error})"
+        return None
+
+    def _time_index_end_problem(self) -> str | None:
+        """A rolled or cleanly closed segment got a final time index entry with its largest
+        timestamp (``on_become_inactive``): if a batch after the last offset index entry has a
+        timestamp above the last time index entry's, entries were cut off, and timestamp
+        searches would skip the segment (Samsa's check; Kafka's sanity check only compares the
+        last entry with the first). One scan from the last offset index entry to the end."""
+        last_timestamp = self._time_index.last_entry.timestamp
+        entry = self._offset_index.lookup(2**63 - 1)
+        position = entry.position
+        if position and self._offset_entry_problem(entry.offset, position) is not None:
+            position = 0
+        try:
+            last_batch = max((h.max_timestamp for _, h in self.scan_headers(position)), default=-1)
+        except (CorruptMessageError, InvalidRecordError):
+            return None  # the log itself is damaged: not the index's problem
+        if last_batch > last_timestamp:
+            return (f"it ends at timestamp {last_timestamp}, below the last batches' "
+                    f"{last_batch}")
         return None
 
     @property
@@ -359,11 +406,54 @@ class LogSegment:
             yield position, header
             position += header.size_in_bytes
 
+    def lookup_position(self, offset: int) -> int:
+        """Where a scan for ``offset`` may start: the offset index's entry for it, checked
+        against the log at its first use (a damaged index is rebuilt, see the docstring)."""
+        entry = self.offset_index.lookup(offset)
+        position = entry.position
+        if position == 0 or self._indexes_trusted or position >= self._trusted_from_position:
+            return position
+        if position in self._verified_positions:
+            return position
+        problem = self._offset_entry_problem(entry.offset, entry.position)
+        if problem is None:
+            self._verified_positions.add(entry.position)
+            return entry.position
+        self._rebuild_damaged_index(self._offset_index.path, entry, problem)
+        return self.offset_index.lookup(offset).position
+
+    def _offset_entry_problem(self, offset: int, position: int) -> str | None:
+        """Why ``(offset, position)`` cannot be an offset index entry of this log: the batch
+        there must be whole, have a valid CRC and start at or below ``offset``."""
+        if position + BATCH_HEADER_SIZE > self.size:
+            return f"position {position} is past the end of the log ({self.size} bytes)"
+        handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+        try:
+            header = read_batch_header(os.pread(handle.fd, BATCH_HEADER_SIZE, position))
+        except (CorruptMessageError, InvalidRecordError) as error:
+            return f"no batch starts at position {position} ({error})"
+        if header.base_offset > offset:
+            return f"the batch at position {position} starts at offset {header.base_offset}"
+        if position + header.size_in_bytes > self.size:
+            return f"the batch at position {position} runs past the end of the log"
+        data = os.pread(handle.fd, header.size_in_bytes, position)
+        if not batch_crc_is_valid(data, 0, header):
+            return f"the batch at position {position} fails its CRC check"
+        return None
+
+    def _rebuild_damaged_index(self, path: Path, entry: object, problem: str) -> None:
+        with self._index_check_lock:
+            if self._indexes_trusted:
+                return  # another reader rebuilt it meanwhile
+            logger.error("%s: entry %s does not match %s (%s); rebuilding the indexes from "
+                         "the log", path, entry, self.log_path.name, problem)
+            self.rebuild_indexes()
+
     def translate_offset(
         self, offset: int, starting_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, with its position."""
-        _, position = self.offset_index.lookup(offset)
+        position = self.lookup_position(offset)
         for batch_position, header in self.scan_headers(max(position, starting_position)):
             if header.last_offset >= offset:
                 return batch_position, header
@@ -404,7 +494,7 @@ class LogSegment:
 
     def next_offset(self) -> int:
         """The offset after the last batch (base offset when empty)."""
-        _, position = self.offset_index.lookup(2**63 - 1)
+        position = self.lookup_position(2**63 - 1)
         last: BatchHeader | None = None
         for _, header in self.scan_headers(position):
             last = header
@@ -414,8 +504,8 @@ class LogSegment:
         self, timestamp: int, starting_offset: int
     ) -> TimestampAndOffset | None:
         """The first record at or after ``starting_offset`` with a timestamp >= ``timestamp``."""
-        _, index_offset = self.time_index.lookup(timestamp)
-        _, position = self.offset_index.lookup(max(index_offset, starting_offset))
+        index_offset = self._checked_time_entry(timestamp).offset
+        position = self.lookup_position(max(index_offset, starting_offset))
         for batch_position, header in self.scan_headers(position):
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
@@ -424,6 +514,23 @@ class LogSegment:
                 if record.timestamp >= timestamp and record.offset >= starting_offset:
                     return TimestampAndOffset(record.timestamp, record.offset)
         return None
+
+    def _checked_time_entry(self, timestamp: int) -> TimeIndexEntry:
+        """The time index's entry for ``timestamp``, checked against the log at its first use:
+        the batch holding its offset must have its timestamp as max timestamp."""
+        entry = self.time_index.lookup(timestamp)
+        if entry.timestamp < 0 or self._indexes_trusted or entry in self._verified_times:
+            return entry
+        found = self.translate_offset(entry.offset)
+        if found is not None and found[1].base_offset <= entry.offset and (
+            found[1].max_timestamp == entry.timestamp
+        ):
+            self._verified_times.add(entry)
+            return entry
+        problem = "no batch holds its offset" if found is None else (
+            f"the batch holding its offset has max timestamp {found[1].max_timestamp}")
+        self._rebuild_damaged_index(self._time_index.path, entry, problem)
+        return self.time_index.lookup(timestamp)
 
     def first_batch_timestamp(self) -> int:
         """The max timestamp of the first batch, -1 when empty (Kafka's getFirstBatchTimestamp);
@@ -494,6 +601,9 @@ class LogSegment:
         self.on_become_inactive()
 
     def _reindex(self) -> tuple[int, int, str | None]:
+        self._indexes_trusted = True  # from here on, every entry comes from a checked scan
+        self._verified_positions.clear()
+        self._verified_times.clear()
         self._offset_index.reset()
         self._time_index.reset()
         self._set_max_timestamp(-1, self.base_offset)
@@ -515,7 +625,7 @@ class LogSegment:
         position, last_index_position, next_offset = 0, 0, self.base_offset
         previous_last_offset = self.base_offset - 1
         while position < len(view):
-            header, reason = _check_batch(view, position)
+            header, reason = check_batch(view, position)
             if header is None:
                 return position, next_offset, reason
             if header.base_offset <= previous_last_offset or not self.can_hold_offset(
@@ -542,6 +652,15 @@ class LogSegment:
             position += header.size_in_bytes
         return position, next_offset, None
 
+    def cut_at(self, position: int) -> RecoveryResult:
+        """Drop the ``.log`` from ``position`` (a batch start: the start-up verification found
+        damage there or just after) and rebuild the indexes over what stays."""
+        if position < self.size:
+            handle = self.log_file.acquire()  # held: the LRU cannot close it meanwhile
+            os.ftruncate(handle.fd, position)
+            self.size = position
+        return self.recover()
+
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= ``offset``; returns the bytes removed."""
         found = self.translate_offset(offset)
@@ -564,7 +683,7 @@ class LogSegment:
 
     def _reload_max_timestamp(self) -> None:
         timestamp, offset = self.time_index.last_entry
-        _, position = self.offset_index.lookup(offset)
+        position = self.lookup_position(offset)
         for _, header in self.scan_headers(position):
             if header.max_timestamp > timestamp:
                 timestamp, offset = header.max_timestamp, header.last_offset
@@ -580,10 +699,14 @@ class LogSegment:
         offset_index = self._offset_index
         offset_index.sanity_check()
         self._time_index.sanity_check()
-        if offset_index.entries and offset_index.entry(offset_index.entries - 1)[1] > self.size:
+        # ">=": a batch starts at every entry's position, so none can point at the end either.
+        if offset_index.entries and offset_index.entry(offset_index.entries - 1)[1] >= self.size:
             raise CorruptIndexError(
                 f"{offset_index.path}: last entry points past the end of {self.log_path}"
             )
+        problem = self._time_index_end_problem()
+        if problem is not None:
+            raise CorruptIndexError(f"{self._time_index.path}: {problem}")
 
     # -- files --------------------------------------------------------------------------------
 
@@ -672,7 +795,7 @@ class LogSegment:
             self.log_file.release()
 
 
-def _check_batch(view: memoryview, position: int) -> tuple[BatchHeader | None, str | None]:
+def check_batch(view: memoryview, position: int) -> tuple[BatchHeader | None, str | None]:
     remaining = len(view) - position
     if remaining < BATCH_HEADER_SIZE:
         return None, f"{remaining} trailing bytes are too few for a batch header"

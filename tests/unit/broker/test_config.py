@@ -90,3 +90,12 @@ def test_shipped_server_properties_parse_and_match_defaults() -> None:
     defaults = BrokerConfig.from_properties({"log.dirs": properties.get("log.dirs", "")})
     assert config.log_config == defaults.log_config
     assert config.listeners == defaults.listeners
+
+
+def test_startup_verification_is_a_samsa_key_defaulting_to_unclean() -> None:
+    assert BrokerConfig.from_properties({}).samsa_log_verify_on_startup == "unclean"
+    for mode in ("always", "never", "UNCLEAN"):
+        config = BrokerConfig.from_properties({"samsa.log.verify.on.startup": mode})
+        assert config.samsa_log_verify_on_startup == mode.lower()
+    with pytest.raises(ConfigError, match="unclean, always, never"):
+        BrokerConfig.from_properties({"samsa.log.verify.on.startup": "sometimes"})

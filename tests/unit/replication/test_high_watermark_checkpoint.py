@@ -1,6 +1,7 @@
 """replication-offset-checkpoint: each partition's high watermark written in Kafka's format,
 read back at start (bounded by the log; missing -> 0), then moved to the log end offset by a
-leader whose ISR is itself alone; a malformed file takes its log directory offline, as Kafka's."""
+leader whose ISR is itself alone; a malformed file is reported and read as empty (Samsa), an
+unreadable one takes its log directory offline (as Kafka)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
-from protocol.errors import ErrorCode, KafkaStorageError
+from protocol.errors import ErrorCode
 from protocol.records import Record, encode_batch
 from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
 from replication.partition import Partition
@@ -85,9 +86,11 @@ def test_the_scheduled_write_covers_every_hosted_partition(tmp_path: Path) -> No
     broker.shutdown()
 
 
-def test_a_corrupt_file_takes_its_directory_offline(
+def test_a_corrupt_file_is_reported_and_read_as_empty(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Samsa's deviation (see the module docstring): the directory stays online, its
+    partitions start from high watermark 0 and the leader raises it again."""
     dirs = f"{tmp_path / 'one'},{tmp_path / 'two'}"  # the metadata log lives in the first
     broker = start(tmp_path, **{"log.dirs": dirs})
     create_topic(broker, "orders", num_partitions=2)
@@ -99,18 +102,34 @@ def test_a_corrupt_file_takes_its_directory_offline(
     with caplog.at_level(logging.ERROR, logger="samsa.replication.high_watermark_checkpoint"):
         restarted = start(tmp_path, **{"log.dirs": dirs})
     assert f"{path}, line 3" in caplog.text
-    assert restarted.log_manager.health[tmp_path / "two"].offline_reason is not None
-    assert produce(restarted, "orders", 1, index) == ErrorCode.KAFKA_STORAGE_ERROR
-    assert produce(restarted, "orders", 1, 1 - index) == ErrorCode.NONE  # the other directory
+    assert restarted.log_manager.health[tmp_path / "two"].offline_reason is None
+    assert produce(restarted, "orders", 1, index) == ErrorCode.NONE
+    assert produce(restarted, "orders", 1, 1 - index) == ErrorCode.NONE
     restarted.shutdown()
 
 
-def test_a_corrupt_file_beside_the_metadata_log_stops_the_start(tmp_path: Path) -> None:
-    """Kafka halts when the metadata log's directory fails; the error names file and line."""
+def test_a_corrupt_file_beside_the_metadata_log_does_not_stop_the_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka halts when the metadata log's directory fails; Samsa reports file and line and
+    starts every partition there from 0."""
     start(tmp_path).shutdown()
     (tmp_path / REPLICATION_OFFSET_CHECKPOINT).write_bytes(b"0\n3\n")
-    with pytest.raises(KafkaStorageError, match=r"replication-offset-checkpoint, line 2"):
-        start(tmp_path)
+    with caplog.at_level(logging.ERROR, logger="samsa.replication.high_watermark_checkpoint"):
+        start(tmp_path).shutdown()
+    assert "replication-offset-checkpoint, line 2" in caplog.text
+
+
+def test_an_unreadable_file_takes_its_directory_offline(tmp_path: Path) -> None:
+    """An I/O error (here: the file is a directory) still takes the directory offline."""
+    dirs = f"{tmp_path / 'one'},{tmp_path / 'two'}"
+    start(tmp_path, **{"log.dirs": dirs}).shutdown()
+    path = tmp_path / "two" / REPLICATION_OFFSET_CHECKPOINT
+    path.unlink()
+    path.mkdir()
+    restarted = start(tmp_path, **{"log.dirs": dirs})
+    assert restarted.log_manager.health[tmp_path / "two"].offline_reason is not None
+    restarted.shutdown()
 
 
 def test_only_online_directories_are_read_and_written(tmp_path: Path) -> None:

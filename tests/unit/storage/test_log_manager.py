@@ -39,8 +39,10 @@ CONFIG = LogConfig(segment_bytes=600, message_timestamp_after_max_ms=2**62, rete
 ONE_SEGMENT = LogConfig(message_timestamp_after_max_ms=2**62)
 
 
-def start(dirs: list[Path], clock: ManualClock, config: LogConfig = CONFIG) -> LogManager:
-    manager = LogManager(dirs, default_config=config, clock=clock)
+def start(
+    dirs: list[Path], clock: ManualClock, config: LogConfig = CONFIG, verify: str = "unclean"
+) -> LogManager:
+    manager = LogManager(dirs, default_config=config, clock=clock, verify_on_startup=verify)
     manager.startup()
     return manager
 
@@ -170,7 +172,7 @@ def test_restart_after_a_crash_recovers_from_the_checkpointed_recovery_point(
     below[-3] ^= 0x5A  # in a flushed segment below the recovery point: trusted, not scanned
     first.log_path.write_bytes(below)
     path, damaged = corrupt_last_batch(log)  # above it, in the active segment: scanned
-    restarted = start([tmp_path], clock)
+    restarted = start([tmp_path], clock, verify="never")  # Kafka's way
     recovered = log_of(restarted, "t", 0)
     assert first.log_path.read_bytes() == bytes(below)
     assert path.read_bytes() == b"".join(
@@ -178,6 +180,31 @@ def test_restart_after_a_crash_recovers_from_the_checkpointed_recovery_point(
     )
     assert recovered.log_end_offset == 46  # the last batch (2 records) went
     assert recovered.recovery_point == recovered.log_end_offset
+    restarted.shutdown()
+
+
+def test_restart_after_a_crash_verifies_the_segments_below_the_recovery_point(
+    tmp_path: Path,
+) -> None:
+    """samsa.log.verify.on.startup=unclean (the default): the damaged batch below the recovery
+    point is found and the log cut before it, the later segments deleted."""
+    clock = ManualClock(NOW)
+    manager = start([tmp_path], clock)
+    log = manager.get_or_create_log("t", 0)
+    fill(log, 20)
+    log.flush()
+    manager.checkpoint()
+    first = log.segments[0]
+    crash_all(manager)
+    below = bytearray(first.log_path.read_bytes())
+    below[-3] ^= 0x5A  # inside the last batch of the first segment
+    first.log_path.write_bytes(below)
+    kept = valid_prefix(bytes(below), first.base_offset)
+    restarted = start([tmp_path], clock)
+    recovered = log_of(restarted, "t", 0)
+    assert len(recovered.segments) == 1
+    assert first.log_path.read_bytes() == b"".join(b.data for b in kept)
+    assert recovered.log_end_offset == kept[-1].last_offset + 1
     restarted.shutdown()
 
 

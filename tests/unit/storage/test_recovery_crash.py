@@ -175,7 +175,25 @@ def test_damaged_active_segment_recovers_to_the_longest_valid_prefix(
 
 def test_damage_outside_the_crc_is_not_detected_as_in_kafka(tmp_path: Path) -> None:
     """The partition leader epoch (bytes 12-15) is outside the CRC, as in Kafka: a flipped epoch
-    survives recovery and verification; the batch is otherwise intact."""
+    survives recovery when the start-up verification is off; the batch is otherwise intact."""
+    clock = ManualClock()
+    log, stored = build_log(tmp_path / "t-0", [([b"a"], CompressionType.NONE)] * 3, clock)
+    path = log.active_segment.log_path
+    crash(log)
+    data = bytearray(path.read_bytes())
+    data[len(stored[0]) + 12] ^= 0x40  # second batch's leader epoch
+    path.write_bytes(data)
+    reopened = Log.open(log.directory, CONFIG, clock=clock, had_clean_shutdown=False,
+                        verify_on_startup="never")
+    assert reopened.log_end_offset == 3
+    assert path.read_bytes() == bytes(data)
+    append_close_verify(reopened, clock)
+
+
+def test_an_epoch_flipped_up_is_found_against_the_next_batch(tmp_path: Path) -> None:
+    """With the start-up verification (Samsa's default after a crash) the flipped epoch is
+    above the next batch's: either header may be the damaged one, so the log is cut before the
+    earlier batch."""
     clock = ManualClock()
     log, stored = build_log(tmp_path / "t-0", [([b"a"], CompressionType.NONE)] * 3, clock)
     path = log.active_segment.log_path
@@ -184,8 +202,8 @@ def test_damage_outside_the_crc_is_not_detected_as_in_kafka(tmp_path: Path) -> N
     data[len(stored[0]) + 12] ^= 0x40  # second batch's leader epoch
     path.write_bytes(data)
     reopened = Log.open(log.directory, CONFIG, clock=clock, had_clean_shutdown=False)
-    assert reopened.log_end_offset == 3
-    assert path.read_bytes() == bytes(data)
+    assert reopened.log_end_offset == 1
+    assert path.read_bytes() == stored[0]
     append_close_verify(reopened, clock)
 
 
@@ -229,9 +247,9 @@ def test_damage_in_an_older_segment_above_the_recovery_point_truncates_there(
 
 
 def test_damage_below_the_recovery_point_is_trusted_not_scanned(tmp_path: Path) -> None:
-    """Unclean shutdown, damage in a segment wholly below the recovery point: not scanned
-    (Kafka trusts flushed data). The bad batch stays, readers get it with its bad CRC, and
-    ``samsa log verify`` is what finds it."""
+    """Unclean shutdown, damage in a segment wholly below the recovery point, start-up
+    verification off: not scanned (Kafka trusts flushed data). The bad batch stays, readers get
+    it with its bad CRC, and ``samsa log verify`` is what finds it."""
     clock = ManualClock()
     specs = [([b"x" * 40, b"y" * 40], CompressionType.NONE)] * 30
     log, stored = build_log(tmp_path / "t-0", specs, clock)
@@ -243,7 +261,7 @@ def test_damage_below_the_recovery_point_is_trusted_not_scanned(tmp_path: Path) 
     position = flip_protected_byte(segments[0].log_path, expected[0], 1, random.Random(7))
     damaged = segments[0].log_path.read_bytes()
     reopened = Log.open(log.directory, CONFIG, clock=clock, had_clean_shutdown=False,
-                        recovery_point=segments[1].base_offset)
+                        recovery_point=segments[1].base_offset, verify_on_startup="never")
     assert [s.base_offset for s in reopened.segments] == [s.base_offset for s in segments]
     assert reopened.log_end_offset == leo
     assert segments[0].log_path.read_bytes() == damaged
@@ -257,6 +275,28 @@ def test_damage_below_the_recovery_point_is_trusted_not_scanned(tmp_path: Path) 
     ]
     assert "CRC mismatch" in problems[0].reason
     assert len(expected[0][0]) <= position < len(expected[0][0]) + len(expected[0][1])
+
+
+def test_damage_below_the_recovery_point_is_cut_by_the_startup_verification(
+    tmp_path: Path,
+) -> None:
+    """The same damage with ``samsa.log.verify.on.startup=unclean`` (the default): the log is
+    cut before the bad batch, the later segments go, nothing corrupt is left to serve."""
+    clock = ManualClock()
+    specs = [([b"x" * 40, b"y" * 40], CompressionType.NONE)] * 30
+    log, stored = build_log(tmp_path / "t-0", specs, clock)
+    expected = segment_batches(log, stored)
+    segments = log.segments
+    log.flush()
+    crash(log)
+    flip_protected_byte(segments[0].log_path, expected[0], 1, random.Random(7))
+    reopened = Log.open(log.directory, CONFIG, clock=clock, had_clean_shutdown=False,
+                        recovery_point=segments[1].base_offset)
+    assert [s.base_offset for s in reopened.segments] == [0]
+    assert segments[0].log_path.read_bytes() == expected[0][0]
+    assert reopened.log_end_offset == 2
+    reopened.close()
+    assert verify_partition_directory(log.directory) == []
 
 
 def test_damage_below_the_recovery_point_inside_its_segment_is_scanned(tmp_path: Path) -> None:
