@@ -546,7 +546,9 @@ def summarize(fuzz: Run, args: argparse.Namespace, codes: list[int], root: Path)
         failures.append({"kind": "shutdown", "reason": f"exit codes {codes}"})
     return {"seed": fuzz.seed, "brokers": fuzz.nodes.size, "minutes": args.minutes,
             "seconds": round(time.monotonic() - fuzz.started, 1), "cases": fuzz.tally.cases,
-            "frames": fuzz.tally.frames, "by_api": {str(REQUESTS[k].__name__ if k in REQUESTS
+            "frames": fuzz.tally.frames, "apis_advertised": len({
+                key for e in fuzz.nodes.endpoints for key, _ in (e.target.pairs if e.target else ())}),
+            "by_api": {str(REQUESTS[k].__name__ if k in REQUESTS
                                                         else k): dict(v) for k, v in
                                                     sorted(fuzz.tally.by_api.items())},
             "memory": {name: asdict(verdict) for name, verdict in memory.items()},

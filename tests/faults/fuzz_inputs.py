@@ -29,6 +29,7 @@ prefixes that lie (negative, huge, above ``socket.request.max.bytes``), a big ga
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
 import uuid
@@ -338,7 +339,7 @@ WEIGHTS = {"bit_flip": 6, "truncate": 3, "trailing_garbage": 2, "interesting_val
            "random_body": 2, "random_frame": 1, "wrong_version": 2, "unknown_api": 1,
            "wrong_correlation_id": 1, "lying_size": 2, "big_frame": 0.2}
 # How a case uses its connection: weights of whole / pipelined / stalled / reset.
-MODES = {"whole": 10, "pipeline": 2, "stall": 1, "reset": 1, "valid": 1}
+MODES: dict[str, float] = {"whole": 10, "pipeline": 2, "stall": 1, "reset": 1, "valid": 1}
 
 
 # -- a case -------------------------------------------------------------------------------------
@@ -352,6 +353,16 @@ class Target:
     valid: dict[int, ValidBuild] = field(default_factory=dict, hash=False, compare=False)
 
 
+@functools.cache
+def round_robin(pairs: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """``pairs`` in the order cases take them: every API's newest version first, then every
+    API's next newest, ...: a short run still reaches every API."""
+    newest_first = sorted(pairs, key=lambda pair: (pair[0], -pair[1]))
+    rank = {pair: index - next(i for i, p in enumerate(newest_first) if p[0] == pair[0])
+            for index, pair in enumerate(newest_first)}
+    return tuple(sorted(pairs, key=lambda pair: (rank[pair], pair[0])))
+
+
 def case_rng(seed: int, number: int) -> random.Random:
     return random.Random(f"{seed}:{number}")
 
@@ -362,7 +373,8 @@ def draw_case(seed: int, number: int, target: Target, scene: Scene, *,
     default: every advertised pair in every pass), the rest is drawn from the case's own
     random stream."""
     rng = case_rng(seed, number)
-    api_key, version = target.pairs[(number if turn is None else turn) % len(target.pairs)]
+    order = round_robin(target.pairs)
+    api_key, version = order[(number if turn is None else turn) % len(order)]
     mode = _pick(rng, MODES)
     count = rng.randrange(2, 60) if mode == "pipeline" else 1
     frames, mutators, bases = [], [], []
