@@ -63,6 +63,7 @@ PROBE_EVERY = 20
 SENTINEL_CORRELATION_ID = 0x5E471E1
 BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
 SILENT_SAMPLES_KEPT = 20
+UNKNOWN_SERVER_ERROR = -1
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Outcome:
     incomplete: bool  # a frame still waits for bytes that were never sent
     error_answers: int = 0
     undecodable: int = 0
+    unknown_server_errors: int = 0
 
 
 # -- memory -------------------------------------------------------------------------------
@@ -211,23 +213,26 @@ def _send(sock: socket.socket, data: bytes) -> None:
 
 
 def _answers(sock: socket.socket, case: Case, is_incomplete: bool) -> Outcome:
-    answers = error_answers = undecodable = 0
+    answers = error_answers = undecodable = unknown = 0
     while True:
         try:
             frame = _read_frame(sock)
         except TimeoutError:
-            return Outcome(answers, False, True, is_incomplete, error_answers, undecodable)
+            return Outcome(answers, False, True, is_incomplete, error_answers, undecodable,
+                           unknown)
         except ConnectionResetError:
             frame = None
         if frame is None:
-            return Outcome(answers, True, False, is_incomplete, error_answers, undecodable)
+            return Outcome(answers, True, False, is_incomplete, error_answers, undecodable,
+                           unknown)
         if struct.unpack_from(">i", frame)[0] == SENTINEL_CORRELATION_ID:
-            return Outcome(answers, False, False, False, error_answers, undecodable)
+            return Outcome(answers, False, False, False, error_answers, undecodable, unknown)
         answers += 1
         if answers == 1 and len(case.frames) == 1:
             codes = _error_codes_of(case.frames[0], frame)
             error_answers += codes is not None and any(codes)
             undecodable += codes is None
+            unknown += codes is not None and UNKNOWN_SERVER_ERROR in codes
 
 
 def _error_codes_of(request: bytes, response: bytes) -> list[int] | None:
@@ -390,6 +395,7 @@ class Tally:
             "silent"] += 1
         row["error answers"] += outcome.error_answers
         row["undecodable"] += outcome.undecodable
+        row["unknown server errors"] += outcome.unknown_server_errors
 
 
 @dataclass
@@ -421,8 +427,12 @@ class Run:
         if self.nodes.dead():
             return self._fail("crash", "a node process died")
         if outcome.closed or outcome.silent or number % PROBE_EVERY == 0:
-            return self.check()
-        return True
+            self.check()
+        return self.ok()
+
+    def ok(self) -> bool:
+        """No crash, hang or memory failure so far (silent cases are counted, not fatal)."""
+        return all(failure["kind"] == "silent" for failure in self.tally.failures)
 
     def _exchange(self, endpoint: Endpoint, case: Case) -> Outcome:
         if case.mode != "stall":
@@ -449,7 +459,7 @@ class Run:
         for process in self.nodes.processes:
             self.tally.rss[process.stderr_path.stem].append((now, rss_kb(process.process.pid)))
         self.window.clear()
-        return not self.tally.failures
+        return self.ok()
 
     def _fail(self, kind: str, reason: str) -> bool:
         path = self.out_dir / f"{kind}-seed{self.seed}-case{self.window[-1].number}.json"
@@ -501,7 +511,7 @@ def loop(fuzz: Run, seconds: float, console: Console) -> None:
         number = 0
         while time.monotonic() - fuzz.started < seconds:
             number += 1
-            if not fuzz.play(number) and any(f["kind"] != "silent" for f in fuzz.tally.failures):
+            if not fuzz.play(number):
                 break
             if number % 10 == 0:
                 progress.update(task, completed=time.monotonic() - fuzz.started,
@@ -552,11 +562,28 @@ def summarize(fuzz: Run, args: argparse.Namespace, codes: list[int], root: Path)
                                                         else k): dict(v) for k, v in
                                                     sorted(fuzz.tally.by_api.items())},
             "memory": {name: asdict(verdict) for name, verdict in memory.items()},
-            "failures": failures, "ok": not failures, "work_dir": str(root)}
+            "failures": failures, "ok": not failures, "work_dir": str(root),
+            "logged_tracebacks": logged_tracebacks(fuzz.nodes)}
+
+
+def logged_tracebacks(nodes: Nodes) -> dict[str, int]:
+    """How often each distinct exception (a traceback's last line) was logged by the nodes:
+    not a failure of G12 (the broker answered UNKNOWN_SERVER_ERROR or closed the connection)
+    but a handler that could not cope with its input."""
+    found: Counter[str] = Counter()
+    for process in nodes.processes:
+        lines = process.log().splitlines()
+        for index, line in enumerate(lines):
+            if line.startswith("Traceback"):
+                end = next((j for j in range(index + 1, len(lines))
+                            if lines[j] and not lines[j].startswith((" ", "Traceback", "During",
+                                                                     "The above"))), index)
+                found[lines[end][:200]] += 1
+    return dict(found.most_common())
 
 
 COLUMNS = ("cases", "frames", "answered", "closed", "silent", "stall", "reset",
-           "error answers", "undecodable")
+           "error answers", "unknown server errors", "undecodable")
 
 
 def print_summary(summary: dict[str, Any], console: Console) -> None:
@@ -572,6 +599,8 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         console.print(f"{name}: RSS max {verdict['max_kb'] / 1024:.1f} MiB, growth after "
                       f"warm-up {verdict['growth_kb'] / 1024:+.1f} MiB "
                       f"({verdict['samples']} samples): {'ok' if verdict['ok'] else 'FAIL'}")
+    for text, count in summary["logged_tracebacks"].items():
+        console.print(f"[yellow]logged {count}x[/yellow]: {text}")
     for failure in summary["failures"][:30]:
         console.print(f"[red]{failure['kind']}[/red]: {failure['reason']} {failure.get('file', '')}")
     console.print("[green]PASS[/green]" if summary["ok"] else "[red]FAIL[/red]")

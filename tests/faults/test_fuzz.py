@@ -264,3 +264,14 @@ def replay_a_saved_case(tmp_path: Path) -> None:
     summary = fuzz.run(args, fuzz.Console(quiet=True))
     assert summary["ok"] and summary["cases"] == 1, summary
     assert isinstance(args, argparse.Namespace)
+
+
+def test_logged_tracebacks_are_counted_by_their_last_line(tmp_path: Path) -> None:
+    from tests.integration.conftest import BrokerProcess
+
+    log = tmp_path / "broker.log"
+    log.write_text("INFO started\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+                   "    boom()\nValueError: boom\nWARNING closing\n"
+                   "Traceback (most recent call last):\n  File \"y.py\", line 2\nValueError: boom\n")
+    nodes = fuzz.Nodes(tmp_path, 1, processes=[BrokerProcess(tmp_path, {}, log)])
+    assert fuzz.logged_tracebacks(nodes) == {"ValueError: boom": 2}
