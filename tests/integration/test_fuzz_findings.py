@@ -1,0 +1,39 @@
+"""What the protocol fuzzer (``tests/faults/fuzz.py``, G12) found, replayed against a real broker:
+each test is one finding, fixed."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from protocol.messages.create_partitions_request import (
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+)
+from protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from protocol.messages.metadata_request import MetadataRequest
+from tests.faults.fuzz import call
+
+pytestmark = pytest.mark.integration
+
+POLICY_VIOLATION = 44
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_a_create_topics_of_2_to_the_31_partitions_is_a_policy_violation(broker, validate_only) -> None:  # type: ignore[no-untyped-def]
+    with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
+        started = time.monotonic()
+        response = call(sock, 19, 7, CreateTopicsRequest(validate_only=validate_only, topics=[
+            CreatableTopic(name="huge", num_partitions=2**31 - 1, replication_factor=1)]))
+        assert response.topics[0].error_code == POLICY_VIOLATION
+        assert time.monotonic() - started < 5
+        created = call(sock, 19, 7, CreateTopicsRequest(topics=[
+            CreatableTopic(name="small", num_partitions=1, replication_factor=1)]))
+        assert created.topics[0].error_code == 0  # the controller is not busy with the first
+        grown = call(sock, 37, 3, CreatePartitionsRequest(topics=[
+            CreatePartitionsTopic(name="small", count=2**31 - 1)], timeout_ms=5000))
+        assert grown.results[0].error_code == POLICY_VIOLATION
+        metadata = call(sock, 3, 12, MetadataRequest(topics=None))
+        assert {topic.name for topic in metadata.topics} == {"small"}
