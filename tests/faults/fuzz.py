@@ -381,6 +381,7 @@ class Tally:
     cases: int = 0
     frames: int = 0
     silent_saved: int = 0
+    slowest_probe_s: float = 0.0  # how long a fresh connection waited for its answers, at worst
     rss: dict[str, list[tuple[float, int]]] = field(default_factory=lambda: defaultdict(list))
     failures: list[dict[str, Any]] = field(default_factory=list)
 
@@ -452,7 +453,9 @@ class Run:
         """Probe every listener and sample every node's RSS; False on a hang."""
         now = time.monotonic() - self.started
         for endpoint in self.nodes.endpoints:
+            started = time.monotonic()
             trouble = probe(endpoint, self.probe_timeout_s)
+            self.tally.slowest_probe_s = max(self.tally.slowest_probe_s, time.monotonic() - started)
             if trouble is not None:
                 return self._fail("crash" if self.nodes.dead() else "hang",
                                   f"{endpoint.name}: {trouble}")
@@ -556,14 +559,24 @@ def summarize(fuzz: Run, args: argparse.Namespace, codes: list[int], root: Path)
         failures.append({"kind": "shutdown", "reason": f"exit codes {codes}"})
     return {"seed": fuzz.seed, "brokers": fuzz.nodes.size, "minutes": args.minutes,
             "seconds": round(time.monotonic() - fuzz.started, 1), "cases": fuzz.tally.cases,
-            "frames": fuzz.tally.frames, "apis_advertised": len({
+            "frames": fuzz.tally.frames, "slowest_probe_s": round(fuzz.tally.slowest_probe_s, 3),
+            "apis_advertised": len({
                 key for e in fuzz.nodes.endpoints for key, _ in (e.target.pairs if e.target else ())}),
             "by_api": {str(REQUESTS[k].__name__ if k in REQUESTS
                                                         else k): dict(v) for k, v in
                                                     sorted(fuzz.tally.by_api.items())},
             "memory": {name: asdict(verdict) for name, verdict in memory.items()},
+            "rss_kb_by_minute": {name: _by_minute(samples) for name, samples in fuzz.tally.rss.items()},
             "failures": failures, "ok": not failures, "work_dir": str(root),
             "logged_tracebacks": logged_tracebacks(fuzz.nodes)}
+
+
+def _by_minute(samples: list[tuple[float, int]]) -> list[int]:
+    """The last RSS sample of each minute of the run (KiB)."""
+    minutes: dict[int, int] = {}
+    for seconds, kb in samples:
+        minutes[int(seconds // 60)] = kb
+    return [minutes[minute] for minute in sorted(minutes)]
 
 
 def logged_tracebacks(nodes: Nodes) -> dict[str, int]:
@@ -595,6 +608,8 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     for name, row in summary["by_api"].items():
         table.add_row(name.removesuffix("Request"), *(str(row.get(c, 0)) for c in COLUMNS))
     console.print(table)
+    console.print(f"slowest liveness probe (ApiVersions + Metadata on a fresh connection): "
+                  f"{summary['slowest_probe_s'] * 1000:.0f} ms")
     for name, verdict in summary["memory"].items():
         console.print(f"{name}: RSS max {verdict['max_kb'] / 1024:.1f} MiB, growth after "
                       f"warm-up {verdict['growth_kb'] / 1024:+.1f} MiB "
