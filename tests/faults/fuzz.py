@@ -12,12 +12,15 @@ What is checked, and how a failure is told apart:
 - answer or close: after a case's frames the connection gets a valid ApiVersions v0 (the
   *sentinel*); responses come in request order, so its answer means every earlier request was
   answered or needed none (acks=0). A case is ``answered``, ``closed`` (EOF or reset by the
-  broker) or ``silent`` (neither within ``--answer-timeout``). Silence is legitimate only
-  while a frame is incomplete (a size prefix that claims more bytes than were sent); any other
-  silent case is saved (``silent-*.json``) and fails the run;
+  broker) or ``silent`` (neither within ``--answer-timeout``, then ``--patience`` more: an
+  answer in that second chance is counted ``late``; this host is shared, and a stall of every
+  process under memory pressure once held a broker 15 s). Silence is legitimate only while a
+  frame is incomplete (a size prefix that claims more bytes than were sent); any other silent
+  case is saved (``silent-*.json``) and fails the run (it goes on);
 - no hang: a fresh connection must get ApiVersions and Metadata answered within
-  ``--probe-timeout`` after every ``PROBE_EVERY`` cases, after every close or silence, and
-  while a stalled case holds its half-written frame;
+  ``--probe-timeout`` (or, counted as a late probe, ``--patience``) after every
+  ``PROBE_EVERY`` cases, after every close or silence, and while a stalled case holds its
+  half-written frame; the slowest probe is reported;
 - no crash: every node process stays alive; the cases since the last good probe are saved
   (``crash-*.json``), and the run stops;
 - memory bounded: each node's VmRSS (``/proc/<pid>/status``) is sampled at every probe;
@@ -31,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import socket
 import struct
@@ -45,7 +47,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from protocol.frames import encode_request
 from protocol.messages import REQUESTS, RESPONSES, response_header_version
@@ -55,8 +56,15 @@ from protocol.messages.metadata_request import MetadataRequest, MetadataRequestT
 from protocol.messages.request_header import RequestHeader
 from protocol.messages.response_header import ResponseHeader
 from tests.faults.fuzz_inputs import Case, Scene, Target, draw_case
+from tests.faults.fuzz_report import (
+    by_minute,
+    judge_memory,
+    logged_tracebacks,
+    print_summary,
+    rss_kb,
+)
 
-__all__ = ["Endpoint", "MemoryVerdict", "Outcome", "exchange", "judge_memory", "main", "probe"]
+__all__ = ["Endpoint", "Outcome", "exchange", "main", "probe"]
 
 TOPIC, GROUP = "fuzz", "fuzz-group"
 PROBE_EVERY = 20
@@ -86,63 +94,7 @@ class Outcome:
     error_answers: int = 0
     undecodable: int = 0
     unknown_server_errors: int = 0
-
-
-# -- memory -------------------------------------------------------------------------------
-
-
-def rss_kb(pid: int) -> int:
-    """A process's resident set size in KiB (``VmRSS`` of ``/proc/<pid>/status``), 0 if gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return 0
-
-
-@dataclass(frozen=True)
-class MemoryVerdict:
-    ok: bool
-    reason: str
-    samples: int
-    max_kb: int
-    start_kb: int  # the median of the first quarter after warm-up
-    end_kb: int  # the median of the last quarter
-    growth_kb: int
-
-
-WARM_UP_FRACTION = 0.2
-GROWTH_LIMIT_KB = 64 * 1024
-
-
-def judge_memory(samples: list[tuple[float, int]], *, max_rss_kb: int,
-                 growth_limit_kb: int = GROWTH_LIMIT_KB) -> MemoryVerdict:
-    """RSS samples ``(seconds, KiB)`` judged: over ``max_rss_kb`` anywhere fails, and so does
-    steady growth: after the warm-up (the first fifth of the samples: caches, the JIT-less
-    interpreter's arenas, the group coordinator's first load), the remaining samples' quarters
-    each have a higher median than the one before and the last exceeds the first by more
-    than ``growth_limit_kb``. A plateau, or a rise then a fall, is not growth."""
-    values = [kb for _, kb in samples]
-    peak = max(values, default=0)
-    settled = values[int(len(values) * WARM_UP_FRACTION):]
-    quarters = [sorted(part)[len(part) // 2] for part in _quarters(settled)]
-    start, end = (quarters[0], quarters[-1]) if quarters else (0, 0)
-    rising = len(quarters) == 4 and all(a < b for a, b in itertools.pairwise(quarters))
-    reason = "bounded"
-    if peak > max_rss_kb:
-        reason = f"RSS {peak} KiB exceeds {max_rss_kb} KiB"
-    elif rising and end - start > growth_limit_kb:
-        reason = f"RSS grows steadily: {start} -> {end} KiB by quarter medians {quarters}"
-    return MemoryVerdict(reason == "bounded", reason, len(values), peak, start, end, end - start)
-
-
-def _quarters(values: list[int]) -> list[list[int]]:
-    if len(values) < 4:
-        return [values] if values else []
-    size = len(values) / 4
-    return [values[int(i * size):int((i + 1) * size)] for i in range(4)]
+    late: bool = False  # answered, but only after the answer timeout
 
 
 # -- one connection -------------------------------------------------------------------------
@@ -188,8 +140,8 @@ def incomplete(data: bytes) -> bool:
     return offset > len(data)
 
 
-def exchange(endpoint: Endpoint, case: Case, timeout_s: float) -> Outcome:
-    """Play ``case`` on a new connection; what came back."""
+def exchange(endpoint: Endpoint, case: Case, timeout_s: float, patience_s: float = 0) -> Outcome:
+    """Play ``case`` on a new connection; what came back (see ``_answers``)."""
     sock = _connect(endpoint, timeout_s)
     try:
         if case.mode == "reset":
@@ -201,7 +153,7 @@ def exchange(endpoint: Endpoint, case: Case, timeout_s: float) -> Outcome:
             return Outcome(0, False, False, True)  # the caller probes, then closes
         data = case.data + sentinel()
         _send(sock, data)
-        return _answers(sock, case, incomplete(data))
+        return _answers(sock, case, incomplete(data), patience_s)
     finally:
         if case.mode != "stall":
             sock.close()
@@ -212,21 +164,32 @@ def _send(sock: socket.socket, data: bytes) -> None:
         sock.sendall(data)  # the broker may close it half way: the reading says so
 
 
-def _answers(sock: socket.socket, case: Case, is_incomplete: bool) -> Outcome:
+def _answers(sock: socket.socket, case: Case, is_incomplete: bool, patience_s: float) -> Outcome:
+    """Read answers up to the sentinel's. A complete input not answered in time gets
+    ``patience_s`` more (a host that stalls every process, not the broker, is not a silence);
+    an answer that needed it is ``late``."""
     answers = error_answers = undecodable = unknown = 0
+    late = False
+
+    def outcome(closed: bool, silent: bool, still_incomplete: bool) -> Outcome:
+        return Outcome(answers, closed, silent, still_incomplete, error_answers, undecodable,
+                       unknown, late)
+
     while True:
         try:
             frame = _read_frame(sock)
         except TimeoutError:
-            return Outcome(answers, False, True, is_incomplete, error_answers, undecodable,
-                           unknown)
+            if is_incomplete or late or patience_s <= 0:
+                return outcome(False, True, is_incomplete)
+            late = True
+            sock.settimeout(patience_s)
+            continue
         except ConnectionResetError:
             frame = None
         if frame is None:
-            return Outcome(answers, True, False, is_incomplete, error_answers, undecodable,
-                           unknown)
+            return outcome(True, False, is_incomplete)
         if struct.unpack_from(">i", frame)[0] == SENTINEL_CORRELATION_ID:
-            return Outcome(answers, False, False, False, error_answers, undecodable, unknown)
+            return outcome(False, False, False)
         answers += 1
         if answers == 1 and len(case.frames) == 1:
             codes = _error_codes_of(case.frames[0], frame)
@@ -382,6 +345,7 @@ class Tally:
     frames: int = 0
     silent_saved: int = 0
     slowest_probe_s: float = 0.0  # how long a fresh connection waited for its answers, at worst
+    late_probes: int = 0  # probes that needed their second chance
     rss: dict[str, list[tuple[float, int]]] = field(default_factory=lambda: defaultdict(list))
     failures: list[dict[str, Any]] = field(default_factory=list)
 
@@ -394,6 +358,7 @@ class Tally:
         row[case.mode if case.mode != "whole" else "answered" if outcome.answers or (
             not outcome.closed and not outcome.silent) else "closed" if outcome.closed else
             "silent"] += 1
+        row["late"] += outcome.late
         row["error answers"] += outcome.error_answers
         row["undecodable"] += outcome.undecodable
         row["unknown server errors"] += outcome.unknown_server_errors
@@ -407,6 +372,7 @@ class Run:
     out_dir: Path
     answer_timeout_s: float = 5.0
     probe_timeout_s: float = 10.0
+    patience_s: float = 60.0
     tally: Tally = field(default_factory=Tally)
     window: list[Case] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -437,12 +403,12 @@ class Run:
 
     def _exchange(self, endpoint: Endpoint, case: Case) -> Outcome:
         if case.mode != "stall":
-            return exchange(endpoint, case, self.answer_timeout_s)
+            return exchange(endpoint, case, self.answer_timeout_s, self.patience_s)
         sock = _connect(endpoint, self.answer_timeout_s)
         try:
             _send(sock, case.data[: case.cut])
             time.sleep(case.stall_s)  # the stall itself is the fault: a half-written frame
-            trouble = probe(endpoint, self.probe_timeout_s)
+            trouble = self._probe(endpoint)
         finally:
             sock.close()
         if trouble is not None:
@@ -453,9 +419,7 @@ class Run:
         """Probe every listener and sample every node's RSS; False on a hang."""
         now = time.monotonic() - self.started
         for endpoint in self.nodes.endpoints:
-            started = time.monotonic()
-            trouble = probe(endpoint, self.probe_timeout_s)
-            self.tally.slowest_probe_s = max(self.tally.slowest_probe_s, time.monotonic() - started)
+            trouble = self._probe(endpoint)
             if trouble is not None:
                 return self._fail("crash" if self.nodes.dead() else "hang",
                                   f"{endpoint.name}: {trouble}")
@@ -463,6 +427,17 @@ class Run:
             self.tally.rss[process.stderr_path.stem].append((now, rss_kb(process.process.pid)))
         self.window.clear()
         return self.ok()
+
+    def _probe(self, endpoint: Endpoint) -> str | None:
+        """``probe``; one not answered in time gets a second chance of ``patience_s`` (counted
+        as a late probe): a hang is a listener that stays silent that long."""
+        started = time.monotonic()
+        trouble = probe(endpoint, self.probe_timeout_s)
+        if trouble is not None and self.patience_s > 0 and not self.nodes.dead():
+            self.tally.late_probes += 1
+            trouble = probe(endpoint, self.patience_s)
+        self.tally.slowest_probe_s = max(self.tally.slowest_probe_s, time.monotonic() - started)
+        return trouble
 
     def _fail(self, kind: str, reason: str) -> bool:
         path = self.out_dir / f"{kind}-seed{self.seed}-case{self.window[-1].number}.json"
@@ -496,7 +471,8 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     nodes = Nodes(root, args.brokers).start()
     try:
         scene = prepare(nodes)
-        fuzz = Run(args.seed, nodes, scene, out_dir, args.answer_timeout, args.probe_timeout)
+        fuzz = Run(args.seed, nodes, scene, out_dir, args.answer_timeout, args.probe_timeout,
+                   args.patience)
         if args.replay:
             replay(fuzz, json.loads(Path(args.replay).read_text()))
         else:
@@ -560,65 +536,16 @@ def summarize(fuzz: Run, args: argparse.Namespace, codes: list[int], root: Path)
     return {"seed": fuzz.seed, "brokers": fuzz.nodes.size, "minutes": args.minutes,
             "seconds": round(time.monotonic() - fuzz.started, 1), "cases": fuzz.tally.cases,
             "frames": fuzz.tally.frames, "slowest_probe_s": round(fuzz.tally.slowest_probe_s, 3),
+            "late_probes": fuzz.tally.late_probes,
             "apis_advertised": len({
                 key for e in fuzz.nodes.endpoints for key, _ in (e.target.pairs if e.target else ())}),
             "by_api": {str(REQUESTS[k].__name__ if k in REQUESTS
                                                         else k): dict(v) for k, v in
                                                     sorted(fuzz.tally.by_api.items())},
             "memory": {name: asdict(verdict) for name, verdict in memory.items()},
-            "rss_kb_by_minute": {name: _by_minute(samples) for name, samples in fuzz.tally.rss.items()},
+            "rss_kb_by_minute": {name: by_minute(samples) for name, samples in fuzz.tally.rss.items()},
             "failures": failures, "ok": not failures, "work_dir": str(root),
-            "logged_tracebacks": logged_tracebacks(fuzz.nodes)}
-
-
-def _by_minute(samples: list[tuple[float, int]]) -> list[int]:
-    """The last RSS sample of each minute of the run (KiB)."""
-    minutes: dict[int, int] = {}
-    for seconds, kb in samples:
-        minutes[int(seconds // 60)] = kb
-    return [minutes[minute] for minute in sorted(minutes)]
-
-
-def logged_tracebacks(nodes: Nodes) -> dict[str, int]:
-    """How often each distinct exception (a traceback's last line) was logged by the nodes:
-    not a failure of G12 (the broker answered UNKNOWN_SERVER_ERROR or closed the connection)
-    but a handler that could not cope with its input."""
-    found: Counter[str] = Counter()
-    for process in nodes.processes:
-        lines = process.log().splitlines()
-        for index, line in enumerate(lines):
-            if line.startswith("Traceback"):
-                end = next((j for j in range(index + 1, len(lines))
-                            if lines[j] and not lines[j].startswith((" ", "Traceback", "During",
-                                                                     "The above"))), index)
-                found[lines[end][:200]] += 1
-    return dict(found.most_common())
-
-
-COLUMNS = ("cases", "frames", "answered", "closed", "silent", "stall", "reset",
-           "error answers", "unknown server errors", "undecodable")
-
-
-def print_summary(summary: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"G12 protocol fuzzing, seed {summary['seed']}: {summary['cases']} "
-                        f"cases, {summary['frames']} frames in {summary['seconds']} s")
-    table.add_column("API")
-    for column in COLUMNS:
-        table.add_column(column, justify="right")
-    for name, row in summary["by_api"].items():
-        table.add_row(name.removesuffix("Request"), *(str(row.get(c, 0)) for c in COLUMNS))
-    console.print(table)
-    console.print(f"slowest liveness probe (ApiVersions + Metadata on a fresh connection): "
-                  f"{summary['slowest_probe_s'] * 1000:.0f} ms")
-    for name, verdict in summary["memory"].items():
-        console.print(f"{name}: RSS max {verdict['max_kb'] / 1024:.1f} MiB, growth after "
-                      f"warm-up {verdict['growth_kb'] / 1024:+.1f} MiB "
-                      f"({verdict['samples']} samples): {'ok' if verdict['ok'] else 'FAIL'}")
-    for text, count in summary["logged_tracebacks"].items():
-        console.print(f"[yellow]logged {count}x[/yellow]: {text}")
-    for failure in summary["failures"][:30]:
-        console.print(f"[red]{failure['kind']}[/red]: {failure['reason']} {failure.get('file', '')}")
-    console.print("[green]PASS[/green]" if summary["ok"] else "[red]FAIL[/red]")
+            "logged_tracebacks": logged_tracebacks(process.log() for process in fuzz.nodes.processes)}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -632,6 +559,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-rss-mb", type=int, default=1024)
     parser.add_argument("--answer-timeout", type=float, default=5.0)
     parser.add_argument("--probe-timeout", type=float, default=10.0)
+    parser.add_argument("--patience", type=float, default=60.0,
+                        help="a second chance for a late answer or probe before it is a silence "
+                             "or a hang (a loaded host stalls every process; 0: none)")
     parser.add_argument("--work-dir", help="where node data goes (default: the temp dir)")
     parser.add_argument("--out-dir", help="where failure files go (default: the work dir)")
     return parser.parse_args(argv)

@@ -21,7 +21,7 @@ from protocol.frames import encode_request
 from protocol.messages import REQUESTS
 from protocol.messages.metadata_request import MetadataRequest
 from protocol.messages.request_header import RequestHeader
-from tests.faults import fuzz
+from tests.faults import fuzz, fuzz_report
 from tests.faults.fuzz_inputs import (
     MUTATORS,
     Case,
@@ -165,28 +165,28 @@ def series(values: list[int]) -> list[tuple[float, int]]:
 
 def test_a_plateau_after_warm_up_is_bounded() -> None:
     noisy = [40_000 + 3_000 * (i % 7) for i in range(200)]
-    verdict = fuzz.judge_memory(series([10_000] * 40 + noisy), max_rss_kb=1 << 20)
+    verdict = fuzz_report.judge_memory(series([10_000] * 40 + noisy), max_rss_kb=1 << 20)
     assert verdict.ok and verdict.max_kb == 58_000
 
 
 def test_steady_growth_fails_and_a_rise_then_fall_does_not() -> None:
     growing = [50_000 + 1_000 * i for i in range(200)]
-    verdict = fuzz.judge_memory(series(growing), max_rss_kb=1 << 30)
+    verdict = fuzz_report.judge_memory(series(growing), max_rss_kb=1 << 30)
     assert not verdict.ok and "steadily" in verdict.reason and verdict.growth_kb > 64 * 1024
     hump = [50_000 + 1_000 * min(i, 200 - i) for i in range(200)]
-    assert fuzz.judge_memory(series(hump), max_rss_kb=1 << 30).ok
+    assert fuzz_report.judge_memory(series(hump), max_rss_kb=1 << 30).ok
 
 
 def test_rss_above_the_bound_fails() -> None:
-    verdict = fuzz.judge_memory(series([10_000, 20_000, 15_000]), max_rss_kb=18_000)
+    verdict = fuzz_report.judge_memory(series([10_000, 20_000, 15_000]), max_rss_kb=18_000)
     assert not verdict.ok and verdict.max_kb == 20_000
 
 
 def test_rss_is_read_from_proc() -> None:
     import os
 
-    assert fuzz.rss_kb(os.getpid()) > 1000
-    assert fuzz.rss_kb(2**22 + 12345) == 0  # no such process
+    assert fuzz_report.rss_kb(os.getpid()) > 1000
+    assert fuzz_report.rss_kb(2**22 + 12345) == 0  # no such process
 
 
 # -- the detectors, against listeners that misbehave on purpose ------------------------------
@@ -250,6 +250,8 @@ def test_a_short_fixed_seed_run_passes_and_covers_every_api(tmp_path: Path) -> N
     assert sum(row.get("stall", 0) + row.get("reset", 0) for row in rows) > 10
     (memory,) = summary["memory"].values()
     assert memory["ok"] and memory["samples"] > 10
+    assert 0 < summary["slowest_probe_s"] < args.probe_timeout
+    assert len(summary["rss_kb_by_minute"]["broker"]) == 1
     replay_a_saved_case(tmp_path)
 
 
@@ -267,11 +269,28 @@ def replay_a_saved_case(tmp_path: Path) -> None:
 
 
 def test_logged_tracebacks_are_counted_by_their_last_line(tmp_path: Path) -> None:
-    from tests.integration.conftest import BrokerProcess
-
     log = tmp_path / "broker.log"
     log.write_text("INFO started\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
                    "    boom()\nValueError: boom\nWARNING closing\n"
                    "Traceback (most recent call last):\n  File \"y.py\", line 2\nValueError: boom\n")
-    nodes = fuzz.Nodes(tmp_path, 1, processes=[BrokerProcess(tmp_path, {}, log)])
-    assert fuzz.logged_tracebacks(nodes) == {"ValueError: boom": 2}
+    assert fuzz_report.logged_tracebacks([log.read_text()]) == {"ValueError: boom": 2}
+
+
+def test_an_answer_after_the_timeout_is_late_not_silent() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer_slowly() -> None:
+        connection = server.accept()[0]
+        with connection:
+            connection.recv(1 << 16)
+            threading.Event().wait(0.6)
+            connection.sendall(struct.pack(">ii", 4, fuzz.SENTINEL_CORRELATION_ID))
+            connection.recv(1)
+
+    threading.Thread(target=answer_slowly, daemon=True).start()
+    case = Case(1, 3, 12, "none", "default", (metadata_frame(),))
+    try:
+        outcome = fuzz.exchange(endpoint_of(server), case, timeout_s=0.2, patience_s=5)
+    finally:
+        server.close()
+    assert outcome.late and not outcome.silent and not outcome.closed
