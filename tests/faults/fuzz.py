@@ -461,7 +461,18 @@ class Run:
         path.write_text(json.dumps({
             "kind": kind, "reason": reason, "seed": self.seed, "brokers": self.nodes.size,
             "endpoint": endpoint.name, "cases": [case.to_json() for case in cases],
+            "host_pressure": host_pressure(),
             "log_tail": self.nodes.log_tail()}, indent=1))
+
+
+def host_pressure() -> dict[str, str]:
+    """The host's pressure stall information (``/proc/pressure``) when a failure is saved: a
+    broker stalled with every other process is the host's doing, not the broker's."""
+    found = {}
+    for kind in ("cpu", "memory", "io"):
+        with contextlib.suppress(OSError):
+            found[kind] = Path(f"/proc/pressure/{kind}").read_text()
+    return found
 
 
 def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
