@@ -355,13 +355,20 @@ class Tally:
         row = self.by_api[case.api_key]
         row["cases"] += 1
         row["frames"] += len(case.frames)
-        row[case.mode if case.mode != "whole" else "answered" if outcome.answers or (
-            not outcome.closed and not outcome.silent) else "closed" if outcome.closed else
-            "silent"] += 1
+        row[_kind(case, outcome)] += 1
         row["late"] += outcome.late
         row["error answers"] += outcome.error_answers
         row["undecodable"] += outcome.undecodable
         row["unknown server errors"] += outcome.unknown_server_errors
+
+
+def _kind(case: Case, outcome: Outcome) -> str:
+    """The summary column a case counts in: its mode if it read nothing, else what happened."""
+    if case.mode != "whole":
+        return case.mode
+    if outcome.answers or not (outcome.closed or outcome.silent):
+        return "answered"
+    return "closed" if outcome.closed else "silent"
 
 
 @dataclass
