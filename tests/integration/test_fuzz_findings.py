@@ -37,3 +37,15 @@ def test_a_create_topics_of_2_to_the_31_partitions_is_a_policy_violation(broker,
         assert grown.results[0].error_code == POLICY_VIOLATION
         metadata = call(sock, 3, 12, MetadataRequest(topics=None))
         assert {topic.name for topic in metadata.topics} == {"small"}
+
+
+def test_a_create_topics_whose_topics_together_are_too_large_is_refused_whole(broker) -> None:  # type: ignore[no-untyped-def]
+    """Each topic under the bound, the request over it: Kafka bounds the request's records."""
+    topics = [CreatableTopic(name=f"wide-{n}", num_partitions=4000, replication_factor=1)
+              for n in range(3)]
+    with socket.create_connection((broker.host, broker.port), timeout=30) as sock:
+        response = call(sock, 19, 7, CreateTopicsRequest(topics=topics))
+        assert [topic.error_code for topic in response.topics] == [POLICY_VIOLATION] * 3
+        assert "excessively large" in (response.topics[0].error_message or "")
+        under = call(sock, 19, 7, CreateTopicsRequest(validate_only=True, topics=topics[:2]))
+        assert [topic.error_code for topic in under.topics] == [0, 0]
