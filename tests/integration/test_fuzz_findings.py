@@ -49,3 +49,15 @@ def test_a_create_topics_whose_topics_together_are_too_large_is_refused_whole(br
         assert "excessively large" in (response.topics[0].error_message or "")
         under = call(sock, 19, 7, CreateTopicsRequest(validate_only=True, topics=topics[:2]))
         assert [topic.error_code for topic in under.topics] == [0, 0]
+
+
+def test_a_create_partitions_whose_topics_together_grow_too_much_is_refused_whole(broker) -> None:  # type: ignore[no-untyped-def]
+    with socket.create_connection((broker.host, broker.port), timeout=30) as sock:
+        created = call(sock, 19, 7, CreateTopicsRequest(topics=[
+            CreatableTopic(name=name, num_partitions=1, replication_factor=1) for name in "ab"]))
+        assert [topic.error_code for topic in created.topics] == [0, 0]
+        grow = [CreatePartitionsTopic(name=name, count=6000, assignments=None) for name in "ab"]
+        response = call(sock, 37, 3, CreatePartitionsRequest(topics=grow, validate_only=True))
+        assert [result.error_code for result in response.results] == [POLICY_VIOLATION] * 2
+        one = call(sock, 37, 3, CreatePartitionsRequest(topics=grow[:1], validate_only=True))
+        assert [result.error_code for result in one.results] == [0]
