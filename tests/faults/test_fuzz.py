@@ -242,12 +242,12 @@ def test_a_short_fixed_seed_run_passes_and_covers_every_api(tmp_path: Path) -> N
                        "--json", str(tmp_path / "summary.json")])
     summary = fuzz.run(args, fuzz.Console(quiet=True))
     assert summary["ok"], summary["failures"]
-    assert summary["cases"] > 150 and summary["frames"] > summary["cases"]
+    assert summary["cases"] > 100 and summary["frames"] > summary["cases"]
     assert len(summary["by_api"]) == summary["apis_advertised"] > 40  # a pass takes ~50 cases
     rows = summary["by_api"].values()
     assert sum(row.get("answered", 0) for row in rows) > 20
     assert sum(row.get("closed", 0) for row in rows) > 20
-    assert sum(row.get("stall", 0) + row.get("reset", 0) for row in rows) > 10
+    assert sum(row.get("stall", 0) + row.get("reset", 0) for row in rows) > 5
     (memory,) = summary["memory"].values()
     assert memory["ok"] and memory["samples"] > 10
     assert 0 < summary["slowest_probe_s"] < args.probe_timeout
