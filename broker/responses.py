@@ -7,7 +7,10 @@ client its connection. So, in order, each step taken only when the one before fa
 
 1. the handler's response, encoded at the request's version;
 2. the API's ``error_response`` for the request, reporting UNKNOWN_SERVER_ERROR (or the
-   handler's own ``KafkaError``) for every part of it, as Kafka's ``getErrorResponse``;
+   handler's own ``KafkaError``) for every part of it, as Kafka's ``getErrorResponse``; its
+   top-level ``error_code`` is dropped at a version that lacks one (``fit_to_version``: an
+   ``error_response`` is not told the version; Kafka's response constructors take it, e.g.
+   ElectLeaders v0 reports errors per partition only);
 3. the last resort: the response class's defaults, its top-level ``error_code`` (where the
    version has one) set to the error. Defaults are valid at every version by construction.
 
@@ -17,6 +20,7 @@ Pure functions of their arguments apart from the log: nothing here does I/O or k
 
 from __future__ import annotations
 
+import copy
 import logging
 
 from broker.apis import ApiSpec, RequestContext, ResponsePart, ZeroCopyResponse
@@ -25,7 +29,8 @@ from protocol.errors import KafkaError, UnknownServerError, UnsupportedVersionEr
 from protocol.frames import encode_response_message
 from protocol.messages import RESPONSES, response_header_version
 
-__all__ = ["encode_outcome", "failure_response", "last_resort_response", "response_parts"]
+__all__ = ["encode_outcome", "failure_response", "fit_to_version", "last_resort_response",
+           "response_parts"]
 
 logger = logging.getLogger("samsa.broker.connection")  # the connection's failures, as before
 
@@ -40,7 +45,7 @@ def failure_response(spec: ApiSpec, context: RequestContext, request: Message,
                      context.connection_id, exc_info=error)
         error = UnknownServerError()
     try:
-        return spec.error_response(request, error)
+        return fit_to_version(spec.error_response(request, error), context.api_version)
     except Exception:
         logger.exception("%s v%d: building the error response failed", spec.name,
                          context.api_version)
@@ -56,7 +61,8 @@ def response_parts(spec: ApiSpec, context: RequestContext, request: Message,
         logger.exception("cannot encode the %s v%d response to %s", spec.name,
                          context.api_version, context.connection_id)
     try:
-        return encode_outcome(context, spec.error_response(request, UnknownServerError()))
+        return encode_outcome(context, fit_to_version(
+            spec.error_response(request, UnknownServerError()), context.api_version))
     except Exception:
         logger.exception("cannot encode the %s v%d error response either", spec.name,
                          context.api_version)
@@ -73,6 +79,19 @@ def encode_outcome(context: RequestContext, result: Message | ZeroCopyResponse) 
         return result.frame_parts(header.correlation_id, header_version, context.api_version)
     return [encode_response_message(header.correlation_id, header_version, result,
                                     context.api_version)]
+
+
+def fit_to_version(response: Message, version: int) -> Message:
+    """``response`` without its top-level ``error_code`` if ``version`` lacks that field (the
+    generated encoder refuses a non-default value there); else ``response`` itself."""
+    if not getattr(response, "error_code", 0):
+        return response
+    try:
+        response.encode(version)
+    except UnsupportedVersionError:
+        response = copy.copy(response)
+        response.error_code = 0  # type: ignore[attr-defined]
+    return response
 
 
 def last_resort_response(api_key: int, version: int, error_code: int) -> Message:

@@ -4,7 +4,9 @@ Per topic, as Kafka's controller (``ReplicationControlManager.createPartitions``
 twice -> INVALID_REQUEST "Duplicate topic name."; a missing topic -> UNKNOWN_TOPIC_OR_PARTITION;
 a count equal to or below the current one -> INVALID_PARTITIONS (increase only); manual
 assignments must name one new partition each, and on this single node each must be exactly
-``[node.id]`` -> INVALID_REPLICA_ASSIGNMENT otherwise, with Kafka's messages. The new
+``[node.id]`` -> INVALID_REPLICA_ASSIGNMENT otherwise, with Kafka's messages. A request that
+would add more than ``MAX_RECORDS_PER_USER_OP`` (10,000) partitions in all is refused whole with
+POLICY_VIOLATION, as Kafka's controller does. The new
 PartitionRecords are fsynced in the metadata log, then the new partitions' logs are created, so
 Metadata shows them at once. ``validate_only`` checks everything and writes nothing.
 
@@ -28,6 +30,7 @@ from broker.commits import refusal, when_committed
 from protocol.errors import (
     InvalidRequestError,
     KafkaError,
+    PolicyViolationError,
     TopicAuthorizationFailedError,
 )
 from protocol.messages.create_partitions_request import (
@@ -40,6 +43,7 @@ from protocol.messages.create_partitions_response import (
 )
 from replication.controller.interface import NewPartitions
 from replication.controller.proposal import Proposal
+from replication.metadata.controller import MAX_RECORDS_PER_USER_OP
 
 
 def handle(
@@ -48,6 +52,10 @@ def handle(
     names = [topic.name for topic in request.topics]
     duplicates = {name for name in names if names.count(name) > 1}
     refused = [_result(name, InvalidRequestError("Duplicate topic name.")) for name in sorted(duplicates)]
+    if _new_partitions_at_most(context, request) > MAX_RECORDS_PER_USER_OP:
+        too_large = PolicyViolationError("Unable to perform excessively large batch operation.")
+        return CreatePartitionsResponse(results=refused + [
+            _result(name, too_large) for name in names if name not in duplicates])
     outcomes = [(topic.name, _propose(context, topic, request.validate_only))
                 for topic in request.topics if topic.name not in duplicates]
     return when_committed(
@@ -56,6 +64,14 @@ def handle(
             results=refused + [_result(name, refusal(proposal, f"creating partitions of {name!r}"))
                                for name, proposal in outcomes]),
         settled=lambda: context.broker.replica_manager.settled(name for name, _ in outcomes))
+
+
+def _new_partitions_at_most(context: RequestContext, request: CreatePartitionsRequest) -> int:
+    """How many PartitionRecords the request writes at most: Kafka's controller bounds one
+    request's records (``MAX_RECORDS_PER_USER_OP``) and refuses the whole request beyond it."""
+    topics = context.broker.replica_manager.image.topics_by_name
+    return sum(max(topic.count - len(topics[topic.name].partitions), 0)
+               for topic in request.topics if topic.name in topics)
 
 
 def _propose(

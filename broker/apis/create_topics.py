@@ -9,7 +9,9 @@ given twice -> INVALID_REQUEST ("Duplicate topic name."); ``__cluster_metadata``
 INVALID_REQUEST. Manual replica assignments are Kafka's: num_partitions and replication_factor
 must then be -1 (INVALID_REQUEST), partitions numbered 0..n-1 once each and every replica list
 exactly [this node] (INVALID_REPLICA_ASSIGNMENT). ``validate_only`` checks everything and writes
-nothing. v5+ responses carry the topic id, partition count, replication factor and the
+nothing. A request that would write more than Kafka's ``MAX_RECORDS_PER_USER_OP`` (10,000)
+metadata records in all (a record per topic, per config, per partition) is refused whole
+with POLICY_VIOLATION, as Kafka's controller does. v5+ responses carry the topic id, partition count, replication factor and the
 effective configs.
 
 Not implemented: create-topic policies, quotas.
@@ -33,6 +35,7 @@ from protocol.codec import ZERO_UUID
 from protocol.errors import (
     InvalidRequestError,
     KafkaError,
+    PolicyViolationError,
     TopicAuthorizationFailedError,
 )
 from protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
@@ -43,7 +46,7 @@ from protocol.messages.create_topics_response import (
 )
 from replication.controller.interface import NewTopic
 from replication.controller.proposal import Proposal
-from replication.metadata.controller import TopicPlan
+from replication.metadata.controller import MAX_RECORDS_PER_USER_OP, TopicPlan
 
 DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigs ConfigSource.DEFAULT_CONFIG
 TOPIC_CONFIG_SOURCE = 1  # ConfigSource.TOPIC_CONFIG
@@ -55,6 +58,10 @@ def handle(
     names = [topic.name for topic in request.topics]
     duplicates = {name for name in names if names.count(name) > 1}
     refused = [_failed(name, InvalidRequestError("Duplicate topic name.")) for name in sorted(duplicates)]
+    if _records_at_most(request, context.broker.config.num_partitions) > MAX_RECORDS_PER_USER_OP:
+        too_large = PolicyViolationError("Unable to perform excessively large batch operation.")
+        return CreateTopicsResponse(topics=refused + [
+            _failed(topic.name, too_large) for topic in request.topics if topic.name not in duplicates])
     may_create_any = authorize_cluster(context, AclOperation.CREATE)
     outcomes = [
         (topic, _propose(context, topic, request.validate_only)
@@ -68,6 +75,19 @@ def handle(
             topics=refused + [_outcome(topic, proposal) for topic, proposal in outcomes]),
         settled=lambda: context.broker.replica_manager.settled(
             topic.name for topic, _ in outcomes))
+
+
+def _records_at_most(request: CreateTopicsRequest, default_num_partitions: int) -> int:
+    """How many metadata records creating every topic of ``request`` writes, at most: Kafka's
+    controller bounds one request's records (``MAX_RECORDS_PER_USER_OP``) and refuses the
+    whole request beyond it, so a request of many huge topics cannot pass topic by topic."""
+    total = 0
+    for topic in request.topics:
+        partitions = (len(topic.assignments) if topic.assignments else
+                      default_num_partitions if topic.num_partitions == -1 else
+                      max(topic.num_partitions, 0))
+        total += 1 + len(topic.configs) + partitions
+    return total
 
 
 def _propose(context: RequestContext, topic: CreatableTopic, validate_only: bool) -> Proposal[TopicPlan]:

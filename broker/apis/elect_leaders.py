@@ -30,6 +30,7 @@ from broker.apis import ApiSpec, HandlerResult, RequestContext, register
 from broker.auth import authorize_cluster
 from broker.auth.acl import AclOperation
 from broker.commits import refusal, when_committed
+from broker.responses import fit_to_version
 from protocol.errors import (
     ClusterAuthorizationFailedError,
     ElectionNotNeededError,
@@ -50,9 +51,9 @@ _PREFERRED, _UNCLEAN = 0, 1
 
 def handle(context: RequestContext, request: ElectLeadersRequest) -> HandlerResult:
     if not authorize_cluster(context, AclOperation.ALTER):
-        return error_response(request, ClusterAuthorizationFailedError())
+        return _refused(context, request, ClusterAuthorizationFailedError())
     if request.election_type not in (_PREFERRED, _UNCLEAN):
-        return error_response(request, InvalidRequestError(
+        return _refused(context, request, InvalidRequestError(
             f"unknown election type {request.election_type}"))
     if context.broker.quorum is not None:
         return _elect_through_the_controller(context, request)
@@ -67,7 +68,7 @@ def _elect_through_the_controller(context: RequestContext, request: ElectLeaders
     def respond() -> ElectLeadersResponse:
         error = refusal(proposal, "ElectLeaders")
         if error is not None:
-            return error_response(request, error)
+            return _refused(context, request, error)
         return ElectLeadersResponse(replica_election_results=_by_topic(proposal.result()))
 
     return when_committed([proposal], respond)
@@ -99,6 +100,13 @@ def _single_node(context: RequestContext, request: ElectLeadersRequest) -> Elect
                 partition_id=index, error_code=error.code, error_message=error.message))
         results.append(ReplicaElectionResult(topic=entry.topic, partition_result=partition_results))
     return ElectLeadersResponse(replica_election_results=results)
+
+
+def _refused(context: RequestContext, request: ElectLeadersRequest,
+             error: KafkaError) -> ElectLeadersResponse:
+    """``error`` for every partition, and at the top level from v1 (v0 has no top-level error
+    code: Kafka's ElectLeadersResponse sets it only ``if (version >= 1)``)."""
+    return fit_to_version(error_response(request, error), context.api_version)  # type: ignore[return-value]
 
 
 def error_response(request: ElectLeadersRequest, error: KafkaError) -> ElectLeadersResponse:

@@ -40,6 +40,7 @@ from protocol.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicExceptionError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -56,7 +57,9 @@ from storage.errors import ConfigError
 
 __all__ = [
     "INTERNAL_TOPICS",
+    "MAX_RECORDS_PER_USER_OP",
     "TopicPlan",
+    "check_records_per_operation",
     "is_internal",
     "plan_create_partitions",
     "plan_create_topic",
@@ -107,6 +110,9 @@ def validate_topic_name(name: str) -> None:
     if reason is not None:
         raise InvalidTopicExceptionError(f"Topic name is invalid: {reason}")
 
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP (its MAX_RECORDS_PER_BATCH).
+MAX_RECORDS_PER_USER_OP = 10_000
+
 
 @dataclass(frozen=True, slots=True)
 class TopicPlan:
@@ -144,12 +150,14 @@ def plan_create_topic(
     _check_collision(image, name)
     clustered = len(image.brokers) > 0
     if assignments:
+        check_records_per_operation(1 + len(configs) + len(assignments))
         layout = _manual_layout(image, assignments, num_partitions, replication_factor, node_id)
     else:
         partitions, factor = _default_layout(
             num_partitions, replication_factor, default_num_partitions, default_replication_factor,
             clustered=clustered,
         )
+        check_records_per_operation(1 + len(configs) + partitions)
         layout = (_placed(image, partitions, factor, rng) if clustered
                   else [[node_id]] * partitions)
     factor = len(layout[0])
@@ -194,6 +202,16 @@ def _placed(
                 f"Unable to replicate the partition {factor} time(s): All brokers are currently "
                 "fenced or in controlled shutdown.")
     return layout
+
+
+def check_records_per_operation(count: int) -> None:
+    """Refuse an operation that would write more than ``MAX_RECORDS_PER_USER_OP`` records, as
+    Kafka's controller does (its records list is bounded: POLICY_VIOLATION). Checked before
+    anything is placed: a CreateTopics of 2^31-1 partitions must not make the controller
+    build that many records (a protocol fuzzer's request kept a node's worker busy for
+    minutes, its memory growing, and a validate-only one would block the event loop)."""
+    if count > MAX_RECORDS_PER_USER_OP:
+        raise PolicyViolationError("Unable to perform excessively large batch operation.")
 
 
 def _default_layout(
@@ -330,6 +348,7 @@ def plan_create_partitions(
             f"The topic {name} currently has {current} partition(s); {count} would not be an increase."
         )
     additional = count - current
+    check_records_per_operation(additional)
     if assignments is not None and len(assignments) != additional:
         raise InvalidReplicaAssignmentError(
             f"Attempted to add {additional} additional partition(s), but only "
