@@ -207,15 +207,17 @@ class Nemesis:
                                [self.ledger(n) for n in self.nodes], self.rng)
         for node in self.nodes:
             self.cluster.start(node)
-        self._heal("power", nodes=self.nodes, cuts=len(cuts))
+        self._heal("power", nodes=self.nodes, cuts=[cut.as_fields() for cut in cuts][:200],
+                   files_cut=len(cuts))
 
     def _disk(self) -> None:
         if self.corrupt is None:
             raise RuntimeError("the disk fault needs tests.faults.disk")
         node = self.rng.choice(self.nodes)
         self.cluster.kill(node)
-        done = [self.corrupt(self.cluster.data_dir(node), self.rng)
-                for _ in range(self.corruptions_per_fault)]
+        made = (self.corrupt(self.cluster.data_dir(node), self.rng)
+                for _ in range(self.corruptions_per_fault))
+        done = [corruption.as_event() for corruption in made if corruption is not None]
         self._fault("disk", nodes=[node], corruptions=done)
         self.cluster.start(node)
         self._heal("disk", nodes=[node])
