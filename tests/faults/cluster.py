@@ -248,6 +248,11 @@ class FaultCluster:
         """``samsa storage format`` with the cluster's id, in this process."""
         self.data_dir(node_id).mkdir(parents=True, exist_ok=True)
         format_storage(BrokerConfig.load(config_path), self.cluster_id, ignore_formatted=False)
+        ledger = self._nodes[node_id].env.get("SAMSA_FSYNC_LEDGER")
+        if ledger:  # `samsa storage format` fsyncs what it writes: durable before any start
+            from tests.faults.power import record_durable
+
+            record_durable(self.data_dir(node_id), Path(ledger))
 
     def _await_started(self, node_id: int) -> None:
         process = self._nodes[node_id].process
