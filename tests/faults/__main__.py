@@ -49,6 +49,7 @@ def _table(results: list[RunResult]) -> Table:
         table.add_column(column)
     for result in results:
         anomalies = dict(result.anomalies)
+        anomalies.update({f"(tolerated {name})": count for name, count in result.tolerated.items()})
         if result.figures.get("duplicates_after_client_epoch_bump"):
             anomalies["(client epoch-bump duplicates)"] = result.figures[
                 "duplicates_after_client_epoch_bump"]
