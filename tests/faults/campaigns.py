@@ -100,7 +100,7 @@ CASES: dict[str, Case] = {case.name: case for case in [
          pass_rule="expected to FAIL with lost-write"),
     Case("mixed", "every fault kind, mixed", ("kill", "kill-coordinator", "pause", "isolate",
                                               "one-way", "flaky", "clock", "replace",
-                                              "kill-all", "split", "rolling"), 20, 8,
+                                              "kill-all", "split", "rolling"), 22, 11,
          pass_rule="as G1"),
 ]}
 
