@@ -62,20 +62,22 @@ class Cut:
 
 @dataclass
 class Ledger:
-    """The last record of every synced file (path → (inode, length); inode → length) and
-    directory. A file's data belongs to its inode: a file synced as ``x.tmp`` and renamed ``x``
-    keeps its durable length (an inode reused after a removal may inherit one: a milder cut,
-    never a loss the OS could not cause)."""
+    """The last record of every synced file (path → (inode, length); (directory, inode) →
+    length) and directory. A file's data belongs to its inode: a file synced as ``x.tmp`` and
+    renamed ``x`` in the same directory keeps its durable length. Inodes are looked up per
+    directory: the file system reuses a freed inode at once, often for a file of another node
+    (whose ledger is another file, read in another order), and a length synced there says
+    nothing here; within a directory the ledger's order is the order of events."""
 
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
-    inodes: dict[int, int] = field(default_factory=dict)
+    inodes: dict[tuple[str, int], int] = field(default_factory=dict)
     directories: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def durable_length(self, path: str, inode: int) -> int:
         recorded = self.files.get(path)
         if recorded is not None and recorded[0] == inode:
             return recorded[1]
-        return self.inodes.get(inode, 0)
+        return self.inodes.get((os.path.dirname(path), inode), 0)
 
 
 def read_ledger(paths: Iterable[Path]) -> Ledger:
@@ -98,7 +100,7 @@ def _apply(ledger: Ledger, line: str) -> None:
         return
     if record[0] == "f":
         ledger.files[record[1]] = (record[2], record[3])
-        ledger.inodes[record[2]] = record[3]
+        ledger.inodes[(os.path.dirname(record[1]), record[2])] = record[3]
     elif record[0] == "d":
         ledger.directories[record[1]] = record[2]
 

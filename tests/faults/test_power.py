@@ -5,6 +5,7 @@ recovers a valid prefix)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import struct
@@ -399,3 +400,19 @@ async def produce_one(ports: dict[int, int], leader: int, topic: str, value: byt
         assert answer.error_code == 0, answer.error_code
         return answer.base_offset
     raise AssertionError(f"no leader of {topic} took the record")
+
+
+def test_an_inode_number_reused_in_another_directory_lends_no_durable_length(tmp_path: Path) -> None:
+    """Found by G4: node 2's ledger synced inode N as an 8-byte checkpoint after node 1 had
+    synced inode N (freed and reused by the file system) as a 174-byte quorum-state; read in
+    node order, the 8 bytes won and node 1's quorum-state was cut to 16."""
+    from tests.faults.power import read_ledger
+
+    one, two = tmp_path / "node-1" / "meta", tmp_path / "node-2" / "meta"
+    first, second = tmp_path / "fsync-1.ledger", tmp_path / "fsync-2.ledger"
+    first.write_text(json.dumps(["f", str(one / "quorum-state.tmp"), 77, 174]) + "\n")
+    second.write_text(json.dumps(["f", str(two / "leader-epoch-checkpoint.tmp"), 77, 8]) + "\n")
+    ledger = read_ledger([first, second])
+    assert ledger.durable_length(str(one / "quorum-state"), 77) == 174
+    assert ledger.durable_length(str(two / "leader-epoch-checkpoint"), 77) == 8
+    assert ledger.durable_length(str(tmp_path / "elsewhere" / "x"), 77) == 0
