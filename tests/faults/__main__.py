@@ -72,16 +72,28 @@ def main(argv: list[str] | None = None) -> int:
     root = arguments.root or Path(tempfile.mkdtemp(prefix="samsa-faults-"))
     console = Console(stderr=arguments.json)
     results: list[RunResult] = []
+    crashed: list[dict[str, object]] = []
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         task = progress.add_task("starting", total=None)
         for name in names:
             for run in range(arguments.runs):
                 seed = arguments.seed + run
-                result = run_case(CASES[name], seed, root / f"{name}-seed{seed}",
-                                  faults=arguments.faults, minutes=arguments.minutes,
-                                  progress=lambda text: progress.update(task, description=text),
-                                  keep=arguments.keep)
+                try:
+                    result = run_case(CASES[name], seed, root / f"{name}-seed{seed}",
+                                      faults=arguments.faults, minutes=arguments.minutes,
+                                      progress=lambda text: progress.update(task, description=text),
+                                      keep=arguments.keep)
+                except Exception as error:  # the harness or a node failed outright: a failed run
+                    console.print(f"[red]{name} seed {seed} FAILED[/]: {error!r}\n  replay: "
+                                  f"{replay_command(name, seed, arguments.faults)}\n"
+                                  f"  files: {root / f'{name}-seed{seed}'}")
+                    crashed.append({"case": name, "seed": seed, "passed": False,
+                                    "error": repr(error)})
+                    if arguments.results:
+                        with arguments.results.open("a") as file:
+                            file.write(json.dumps(crashed[-1]) + "\n")
+                    continue
                 results.append(result)
                 if arguments.results:
                     with arguments.results.open("a") as file:
@@ -93,10 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                                   f"{replay_command(name, seed, arguments.faults)}\n"
                                   f"  files: {result.root}")
     if arguments.json:
-        print(json.dumps([result.to_json() for result in results], indent=2))
+        print(json.dumps([result.to_json() for result in results] + crashed, indent=2))
     else:
         console.print(_table(results))
-    return 0 if all(result.passed for result in results) else 1
+    return 0 if all(result.passed for result in results) and not crashed else 1
 
 
 if __name__ == "__main__":
