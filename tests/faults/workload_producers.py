@@ -107,7 +107,8 @@ class IdempotentProducer(Workload):
         self._fatal = None
         return confluent_kafka.Producer(self.producer_config())
 
-    def _send_one(self, producer: confluent_kafka.Producer) -> None:
+    def _invoke_next(self) -> tuple[int, str, str | None]:
+        """The next record's number, key and value, its ``send`` invoke written."""
         key, value = self.next_record()
         number = self.sent
         fields: dict[str, Any] = {"process": self.client_process, "topic": self.topic,
@@ -115,6 +116,10 @@ class IdempotentProducer(Workload):
         if value is None:
             fields["tombstone"] = True
         self.pending.invoke(number, "send", **fields)
+        return number, key, value
+
+    def _send_one(self, producer: confluent_kafka.Producer) -> None:
+        number, key, value = self._invoke_next()
         try:
             producer.produce(self.topic, key=key, value=value,
                              on_delivery=functools.partial(self._delivered, number))
@@ -198,13 +203,7 @@ class SamsaIdempotentProducer(IdempotentProducer):
             "delivery.timeout.ms": self.message_timeout_ms, **self.extra_config})
 
     def _send_samsa(self, producer: samsa.Producer) -> None:
-        key, value = self.next_record()
-        number = self.sent
-        fields: dict[str, Any] = {"process": self.client_process, "topic": self.topic,
-                                  "key": key, "value": value}
-        if value is None:
-            fields["tombstone"] = True
-        self.pending.invoke(number, "send", **fields)
+        number, key, value = self._invoke_next()
         try:
             producer.send(self.topic, value, key,
                           on_delivery=functools.partial(self._samsa_delivered, number))
