@@ -64,6 +64,7 @@ from compat.samsa_cluster import free_ports
 from protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from protocol.messages.metadata_response import MetadataResponse
 from tests.faults.network import KINDS, Link, LinkProxies
+from tests.integration.cluster_nodes import wait_until as integration_wait_until
 
 __all__ = ["FaultCluster", "PartitionState", "wait_until"]
 
@@ -75,21 +76,8 @@ T = TypeVar("T")
 
 
 def wait_until(condition: Callable[[], T | None], timeout_s: float = 30, what: str = "") -> T:
-    """Poll ``condition`` until it returns a truthy value; its value (AssertionError at the
-    deadline, naming ``what`` and the last exception the condition raised)."""
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as error:  # the cluster is still settling: try again
-            last_error = error
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or condition}"
-                                 + (f" (last error: {last_error!r})" if last_error else ""))
-        time.sleep(0.05)
+    """``tests.integration.cluster_nodes.wait_until`` with the deadline as a positional."""
+    return integration_wait_until(condition, timeout_s=timeout_s, what=what)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ import pytest
 
 from protocol.compression import CompressionType
 from protocol.records import Record, encode_batch
+from storage.config import LogConfig
 from storage.log import Log
 from storage.segment import LogSegment
 
@@ -52,6 +53,16 @@ def release_opened_logs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 #
 # ``valid_prefix`` re-implements the recovery rules (Kafka's ``LogSegment.recover``) with struct
 # and crc32c only, so crash tests compare the storage code with an oracle that shares none of it.
+
+# Segments of a few batches, an index entry every ~150 bytes: recovery and damage tests.
+SMALL_SEGMENTS = LogConfig(
+    segment_bytes=1200,
+    index_interval_bytes=150,
+    segment_index_bytes=1024,
+    retention_ms=-1,
+    message_timestamp_after_max_ms=2**62,
+    file_delete_delay_ms=0,
+)
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _HEADER_SIZE = 61

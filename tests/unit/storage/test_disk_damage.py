@@ -24,23 +24,21 @@ from storage.checkpoint import (
     OffsetCheckpointFile,
 )
 from storage.clock import ManualClock
-from storage.config import LogConfig
 from storage.errors import CorruptCheckpointError
 from storage.log import Log
 from storage.log_manager import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, LogManager
 from storage.verification import find_damage, should_verify
-from tests.unit.storage.helpers import as_stored, client_batch, crash, release_opened_logs
+from tests.unit.storage.helpers import (
+    SMALL_SEGMENTS,
+    as_stored,
+    client_batch,
+    crash,
+    release_opened_logs,
+)
 
 release_logs = pytest.fixture(autouse=True)(release_opened_logs)
 
-CONFIG = LogConfig(
-    segment_bytes=1200,
-    index_interval_bytes=150,
-    segment_index_bytes=1024,
-    retention_ms=-1,
-    message_timestamp_after_max_ms=2**62,
-    file_delete_delay_ms=0,
-)
+CONFIG = SMALL_SEGMENTS
 DAMAGE_SETTINGS = settings(
     max_examples=40,
     deadline=None,

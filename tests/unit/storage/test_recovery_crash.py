@@ -29,6 +29,7 @@ from storage.log_manager import (
 )
 from storage.segment import LogSegment
 from tests.unit.storage.helpers import (
+    SMALL_SEGMENTS,
     as_stored,
     client_batch,
     crash,
@@ -38,14 +39,7 @@ from tests.unit.storage.helpers import (
 
 release_logs = pytest.fixture(autouse=True)(release_opened_logs)
 
-CONFIG = LogConfig(
-    segment_bytes=1200,
-    index_interval_bytes=150,
-    segment_index_bytes=1024,
-    retention_ms=-1,
-    message_timestamp_after_max_ms=2**62,
-    file_delete_delay_ms=0,
-)
+CONFIG = SMALL_SEGMENTS
 EPOCH = 2
 CRASH_SETTINGS = settings(
     max_examples=60,
