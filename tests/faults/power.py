@@ -62,21 +62,19 @@ class Cut:
 
 @dataclass
 class Ledger:
-    """The last record of every synced file (path → (inode, length); (directory, inode) →
-    length) and directory. A file's data belongs to its inode: a file synced as ``x.tmp`` and
+    """The last record of every synced file ((directory, inode) → length) and directory. A file's data belongs to its inode: a file synced as ``x.tmp`` and
     renamed ``x`` in the same directory keeps its durable length. Inodes are looked up per
     directory: the file system reuses a freed inode at once, often for a file of another node
     (whose ledger is another file, read in another order), and a length synced there says
     nothing here; within a directory the ledger's order is the order of events."""
 
-    files: dict[str, tuple[int, int]] = field(default_factory=dict)
     inodes: dict[tuple[str, int], int] = field(default_factory=dict)
     directories: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def durable_length(self, path: str, inode: int) -> int:
-        recorded = self.files.get(path)
-        if recorded is not None and recorded[0] == inode:
-            return recorded[1]
+        """The inode's last record in the file's directory: every record of a path updates it
+        too, so it is never older than the path's own (found by G4: a quorum-state synced
+        again as ``quorum-state.tmp`` at 175 bytes was cut to the 174 its path had before)."""
         return self.inodes.get((os.path.dirname(path), inode), 0)
 
 
@@ -99,7 +97,6 @@ def _apply(ledger: Ledger, line: str) -> None:
     except json.JSONDecodeError:  # a torn last line
         return
     if record[0] == "f":
-        ledger.files[record[1]] = (record[2], record[3])
         ledger.inodes[(os.path.dirname(record[1]), record[2])] = record[3]
     elif record[0] == "d":
         ledger.directories[record[1]] = record[2]

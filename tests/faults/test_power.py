@@ -416,3 +416,15 @@ def test_an_inode_number_reused_in_another_directory_lends_no_durable_length(tmp
     assert ledger.durable_length(str(one / "quorum-state"), 77) == 174
     assert ledger.durable_length(str(two / "leader-epoch-checkpoint"), 77) == 8
     assert ledger.durable_length(str(tmp_path / "elsewhere" / "x"), 77) == 0
+
+
+def test_a_file_synced_again_under_its_temporary_name_keeps_the_newer_length(tmp_path: Path) -> None:
+    """Found by G4: quorum-state (inode N) recorded at 174 bytes, then rewritten as
+    quorum-state.tmp reusing inode N, synced at 175 and renamed: 175 is durable, not 174."""
+    from tests.faults.power import read_ledger
+
+    directory = tmp_path / "meta"
+    ledger_path = tmp_path / "fsync.ledger"
+    ledger_path.write_text(json.dumps(["f", str(directory / "quorum-state"), 77, 174]) + "\n"
+                           + json.dumps(["f", str(directory / "quorum-state.tmp"), 77, 175]) + "\n")
+    assert read_ledger([ledger_path]).durable_length(str(directory / "quorum-state"), 77) == 175
