@@ -21,6 +21,7 @@ anomalies, and where the run's files are (kept when a run fails, for ``--replay`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
@@ -230,10 +231,25 @@ def _topics(case: Case) -> list[tuple[str, str, bool]]:
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
-def wait_recovered(cluster: Any, topics: list[str], what: str, timeout_s: float = 60.0) -> None:
-    """Every node running, each seeing every node as an unfenced broker, and every partition of
-    ``topics`` (and of the internal topics that exist) with a leader and its full ISR, as every
-    node sees it."""
+def unfenced_since(events_path: Path, since_ms: int) -> bool:
+    """The node's event file shows it unfenced at or after ``since_ms`` (its new incarnation
+    registered and caught up: ``replication.events``)."""
+    if not events_path.exists():
+        return False
+    for text in events_path.read_text().splitlines():
+        if '"unfenced"' in text:
+            with contextlib.suppress(json.JSONDecodeError):
+                if json.loads(text).get("wall_ms", 0) >= since_ms:
+                    return True
+    return False
+
+
+def wait_recovered(cluster: Any, topics: list[str], what: str, timeout_s: float = 60.0,
+                   started_ms: dict[int, int] | None = None) -> None:
+    """Every node running; each node started at ``started_ms`` unfenced since (its new
+    incarnation, not the old session the controller has not expired yet); each node seeing
+    every node as an unfenced broker; and every partition of ``topics`` (and of the internal
+    topics that exist) with a leader and its full ISR, as every node sees it."""
     from tests.faults.cluster import wait_until
 
     deadline = time.monotonic() + timeout_s
@@ -243,6 +259,11 @@ def wait_recovered(cluster: Any, topics: list[str], what: str, timeout_s: float 
         if not cluster.alive(node):
             cluster.start(node)
     try:
+        for node, since_ms in (started_ms or {}).items():
+            events = cluster.root / f"events-{node}.jsonl"
+            wait_until(lambda: unfenced_since(events, since_ms),  # noqa: B023 (called at once)
+                       timeout_s=max(1.0, deadline - time.monotonic()),
+                       what=f"node {node} unfenced after its restart")
         cluster.wait_ready(timeout_s=max(1.0, deadline - time.monotonic()))
         existing = wait_until(lambda: {t.name for t in cluster.metadata(None).topics},
                               timeout_s=10, what="the topic list")
@@ -293,7 +314,8 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
     topics = [topic for topic, _, _ in _topics(case)]
     with _cluster(root, case) as cluster:
         def recovered(what: str) -> None:
-            wait_recovered(cluster, topics, what)
+            wait_recovered(cluster, topics, what, started_ms=nemesis.started_ms)
+            nemesis.started_ms.clear()
 
         nemesis = Nemesis(cluster, history, rng, corruptions_per_fault=case.corruptions,
                           coordinators=COORDINATORS, recovered=recovered)

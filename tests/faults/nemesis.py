@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,10 +63,18 @@ class Nemesis:
     # Waits until the cluster is whole again (the rolling restart waits between nodes).
     recovered: Callable[[str], None] = lambda what: None
     internal_partitions: int = 4
+    started_ms: dict[int, int] = field(default_factory=dict)  # node -> wall ms of its last start
 
     @property
     def nodes(self) -> list[int]:
         return sorted(self.cluster.node_ids)
+
+    def _start(self, node: int) -> None:
+        """Start ``node``; the campaign's recovery wait then wants this incarnation unfenced
+        (``started_ms``), not just the old registration's full ISRs: a node back within the
+        session timeout is still "in the ISR" until the controller fences its old session."""
+        self.started_ms[node] = int(time.time() * 1000)
+        self.cluster.start(node)
 
     def _fault(self, name: str, **fields: Any) -> None:
         self.history.event("fault", name=name, **fields)
@@ -90,7 +98,7 @@ class Nemesis:
         self._fault("kill", nodes=[node])
         self.cluster.kill(node)
         held = self._hold(0.5, 2 * SESSION_S)
-        self.cluster.start(node)
+        self._start(node)
         self._heal("kill", nodes=[node], held_s=round(held, 2))
 
     def _kill_coordinator(self) -> None:
@@ -107,7 +115,7 @@ class Nemesis:
         self._fault("kill-coordinator", nodes=[leader], coordinator=[topic, partition, key])
         self.cluster.kill(leader)
         held = self._hold(0.5, 2 * SESSION_S)
-        self.cluster.start(leader)
+        self._start(leader)
         self._heal("kill-coordinator", nodes=[leader], held_s=round(held, 2))
 
     def _kill_all(self) -> None:
@@ -116,7 +124,7 @@ class Nemesis:
             self.cluster.kill(node)
         held = self._hold(0.2, 2.0)
         for node in self.nodes:
-            self.cluster.start(node)
+            self._start(node)
         self._heal("kill-all", nodes=self.nodes, held_s=round(held, 2))
 
     def _pause(self) -> None:
@@ -132,7 +140,7 @@ class Nemesis:
         for node in self.nodes:
             code = self.cluster.stop(node)
             self.history.event("stopped", nodes=[node], exit_code=code)
-            self.cluster.start(node)
+            self._start(node)
             self.recovered(f"node {node} back in every ISR after its restart")
         self._heal("rolling", nodes=self.nodes)
 
@@ -141,7 +149,7 @@ class Nemesis:
         self._fault("replace", nodes=[node])
         self.cluster.kill(node)
         self.cluster.wipe(node)
-        self.cluster.start(node)
+        self._start(node)
         self._heal("replace", nodes=[node])
 
     def _clock(self) -> None:
@@ -150,11 +158,11 @@ class Nemesis:
         self._fault("clock", nodes=[node], skew_ms=skew_ms)
         self.cluster.stop(node)
         self.cluster.set_env(node, "SAMSA_CLOCK_OFFSET_MS", str(skew_ms))
-        self.cluster.start(node)
+        self._start(node)
         held = self._hold(2.0, 2 * SESSION_S)
         self.cluster.stop(node)
         self.cluster.set_env(node, "SAMSA_CLOCK_OFFSET_MS", "0")
-        self.cluster.start(node)
+        self._start(node)
         self._heal("clock", nodes=[node], held_s=round(held, 2))
 
     # -- network --------------------------------------------------------------------------------
@@ -206,7 +214,7 @@ class Nemesis:
         cuts = self.power_loss([self.cluster.data_dir(n) for n in self.nodes],
                                [self.ledger(n) for n in self.nodes], self.rng)
         for node in self.nodes:
-            self.cluster.start(node)
+            self._start(node)
         self._heal("power", nodes=self.nodes, cuts=[cut.as_fields() for cut in cuts][:200],
                    files_cut=len(cuts))
 
@@ -219,5 +227,5 @@ class Nemesis:
                 for _ in range(self.corruptions_per_fault))
         done = [corruption.as_event() for corruption in made if corruption is not None]
         self._fault("disk", nodes=[node], corruptions=done)
-        self.cluster.start(node)
+        self._start(node)
         self._heal("disk", nodes=[node])
