@@ -69,6 +69,7 @@ class Ledger:
     nothing here; within a directory the ledger's order is the order of events."""
 
     inodes: dict[tuple[str, int], int] = field(default_factory=dict)
+    synced_paths: set[str] = field(default_factory=set)  # every path a sync was recorded for
     directories: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def durable_length(self, path: str, inode: int) -> int:
@@ -98,6 +99,7 @@ def _apply(ledger: Ledger, line: str) -> None:
         return
     if record[0] == "f":
         ledger.inodes[(os.path.dirname(record[1]), record[2])] = record[3]
+        ledger.synced_paths.add(record[1])
     elif record[0] == "d":
         ledger.directories[record[1]] = record[2]
 

@@ -303,7 +303,7 @@ def test_the_default_flush_settings_do_not_sync_on_produce(
     create(client, "lazy", partitions=2)
     produce_values(client, "lazy", 20)
     client.close()
-    synced_segments = [path for path in read_ledger([ledger]).files
+    synced_segments = [path for path in read_ledger([ledger]).synced_paths
                        if "/lazy-" in path and path.endswith(".log")]
     assert synced_segments == []
 
