@@ -244,7 +244,7 @@ def unfenced_since(events_path: Path, since_ms: int) -> bool:
     return False
 
 
-def wait_recovered(cluster: Any, topics: list[str], what: str, timeout_s: float = 60.0,
+def wait_recovered(cluster: Any, topics: list[str], what: str, timeout_s: float = 120.0,
                    started_ms: dict[int, int] | None = None) -> None:
     """Every node running; each node started at ``started_ms`` unfenced since (its new
     incarnation, not the old session the controller has not expired yet); each node seeing
