@@ -111,6 +111,11 @@ class BrokerLifecycleManager:
     async def wait_unfenced(self) -> None:
         await self._unfenced.wait()
 
+    async def wait_caught_up(self) -> None:
+        """Registered, and the controller says this broker's metadata has caught up (Kafka's
+        ``initialCatchUpFuture``)."""
+        await self._caught_up.wait()
+
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move this broker's leaderships away; True once it agreed."""
         if self.state in (BrokerState.STARTING, BrokerState.SHUTTING_DOWN):

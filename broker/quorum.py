@@ -107,6 +107,7 @@ class QuorumMember:
         self._ticker: asyncio.Task[None] | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self._leading: asyncio.Task[None] | None = None
+        self._roles: asyncio.Task[None] | None = None
         self.node.listeners.append(self)
 
     # -- running ------------------------------------------------------------------------------
@@ -120,6 +121,8 @@ class QuorumMember:
             self.lifecycle = self._lifecycle_manager()
             self.broker.lifecycle = self.lifecycle
             self.lifecycle.start()
+            self._roles = loop.create_task(self._take_roles_once_caught_up(self.lifecycle),
+                                           name="take-roles-once-caught-up")
             if not self.broker.replica_manager.leadership_allowed:
                 self._leading = loop.create_task(self._lead_once_unfenced(self.lifecycle),
                                                  name="lead-once-unfenced")
@@ -131,6 +134,8 @@ class QuorumMember:
             timeout_s = self.broker.config.kraft.broker_session_timeout_ms / 1000
             await self.lifecycle.controlled_shutdown(timeout_s)
             await self.lifecycle.stop()
+        if self._roles is not None:
+            self._roles.cancel()
         if self._leading is not None:
             self._leading.cancel()
         if self._ticker is not None:
@@ -141,6 +146,19 @@ class QuorumMember:
         await self.clients.close()
         await self.controller_channel.close()
         await self.heartbeat_channel.close()
+
+    async def _take_roles_once_caught_up(self, lifecycle: BrokerLifecycleManager) -> None:
+        """A broker takes the partition roles its image names only once it is registered and
+        the controller says its metadata caught up (Kafka's ``BrokerServer`` waits for the
+        ``initialCatchUpFuture`` before it installs the metadata publishers). Registration is
+        refused while the previous incarnation's session lives, and the controller fences that
+        session first — taking it out of every ISR and leadership — so a node that restarts
+        quickly (with a log cut short, or wiped: found by the fault harness's smoke run, where a
+        wiped node led its old partition again with an empty log) never acts on the roles of
+        the process that died."""
+        await lifecycle.wait_caught_up()
+        logger.info("registered and caught up with the metadata: taking partition roles")
+        self.broker.replica_manager.caught_up()
 
     async def _lead_once_unfenced(self, lifecycle: BrokerLifecycleManager) -> None:
         """After an unclean restart (``replication.replica_manager``: "Unclean restarts")."""
@@ -209,10 +227,11 @@ class QuorumMember:
         self._maybe_caught_up()
 
     def _maybe_caught_up(self) -> None:
-        """Once the image reaches the quorum's high watermark as first learnt, the replica
-        manager takes the roles it names (``ReplicaManager.caught_up``)."""
+        """On a node without the broker role, once the image reaches the quorum's high
+        watermark as first learnt, the replica manager applies it (``ReplicaManager.caught_up``;
+        a broker waits for its registration instead: ``_take_roles_once_caught_up``)."""
         replica_manager = self.broker.replica_manager
-        if replica_manager.is_caught_up:
+        if replica_manager.is_caught_up or self.broker.config.kraft.is_broker:
             return
         if self._catch_up_target is None:
             self._catch_up_target = self.node.quorum_high_watermark
