@@ -103,7 +103,6 @@ class QuorumMember:
         )
         self.driver = RaftDriver(self.node, send=self._send, clock=broker.clock)
         self._refused_by: set[int] = set()
-        self._catch_up_target: int | None = None  # the quorum high watermark first learnt
         self._ticker: asyncio.Task[None] | None = None
         self.lifecycle: BrokerLifecycleManager | None = None
         self._leading: asyncio.Task[None] | None = None
@@ -126,6 +125,8 @@ class QuorumMember:
             if not self.broker.replica_manager.leadership_allowed:
                 self._leading = loop.create_task(self._lead_once_unfenced(self.lifecycle),
                                                  name="lead-once-unfenced")
+        else:  # a controller-only node hosts no partition: nothing stale to act on
+            self.broker.replica_manager.caught_up()
 
     async def stop(self) -> None:
         """Controlled shutdown first (leaderships moved away while the quorum still runs),
@@ -224,28 +225,11 @@ class QuorumMember:
             controller = self.broker.quorum_controller
             if controller is not None:
                 controller.on_applied(loader.end_offset - 1)
-        self._maybe_caught_up()
-
-    def _maybe_caught_up(self) -> None:
-        """On a node without the broker role, once the image reaches the quorum's high
-        watermark as first learnt, the replica manager applies it (``ReplicaManager.caught_up``;
-        a broker waits for its registration instead: ``_take_roles_once_caught_up``)."""
-        replica_manager = self.broker.replica_manager
-        if replica_manager.is_caught_up or self.broker.config.kraft.is_broker:
-            return
-        if self._catch_up_target is None:
-            self._catch_up_target = self.node.quorum_high_watermark
-        if self._catch_up_target is not None and (
-                self.metadata_log.loader.end_offset >= self._catch_up_target):
-            logger.info("metadata caught up to offset %d: taking partition roles",
-                        self.metadata_log.loader.end_offset)
-            replica_manager.caught_up()
 
     def on_snapshot_installed(self, snapshot_id: SnapshotId) -> None:
         logger.info("installing metadata snapshot %s from the leader", snapshot_id)
         self.metadata_log.loader.install_snapshot(snapshot_id)
         self._learn_cluster_id()
-        self._maybe_caught_up()
         controller = self.broker.quorum_controller
         if controller is not None:
             controller.on_applied(self.metadata_log.loader.end_offset - 1)

@@ -197,10 +197,10 @@ class ReplicaManager:
         self.caught_up()
 
     def caught_up(self) -> None:
-        """The image holds the metadata log up to the quorum's high watermark as first learnt
-        (a single node: at once): take every role it names, whole; from now on each committed
-        delta is applied as it comes. Before this a node in a quorum takes no role at all, as
-        Kafka's ``MetadataLoader`` publishes nothing while catching up: a restarting node that
+        """Take every role the image names, whole; from now on each committed delta is applied
+        as it comes. A single node: at once. A broker in a quorum: once it is registered and the
+        controller says its metadata caught up (``broker.quorum``; Kafka's
+        ``initialCatchUpFuture``) — before that it takes no role at all: a restarting node that
         replays a stale image could otherwise lead (or follow) a partition in an epoch long
         gone, accept writes in it and tell followers to truncate to it."""
         if self.is_caught_up:

@@ -125,15 +125,13 @@ def _flushes(
     flushes: dict[TopicPartition, asyncio.Future[None]] = {}
     for key, outcome in appended:
         result = outcome.result
-        if outcome.error is not None or result is None:
-            continue
+        if outcome.error is not None or result is None or not (result.flush_due or result.duplicate):
+            continue  # the common case: no flush due, no lookup
         partition = context.broker.replica_manager.partition(*key)
         if partition is None:
             continue
         log = partition.log
-        if result.flush_due or (
-            result.duplicate and log.unflushed_messages >= log.config.flush_messages
-        ):
+        if result.flush_due or log.unflushed_messages >= log.config.flush_messages:
             flushes[key] = context.broker.flush_until(log, result.last_offset + 1)
     return flushes
 

@@ -285,8 +285,6 @@ def truncate_to_end_offset(log: RaftLog, leader_end: OffsetAndEpoch) -> int:
 def update_follower_high_watermark(node: RaftNode, state: FollowerState, leader_hw: int) -> None:
     if leader_hw < 0:
         return
-    if state.leader_high_watermark is None or leader_hw > state.leader_high_watermark:
-        state.leader_high_watermark = leader_hw
     high_watermark = min(leader_hw, node.log.end_offset)
     if state.high_watermark is None or high_watermark > state.high_watermark:
         state.high_watermark = high_watermark

@@ -31,9 +31,6 @@ class FollowerState:
     fetch_deadline_ms: int
     stagger_ms: int = 0  # added to fetch_timeout_ms for a voter (see the module docstring)
     high_watermark: int | None = None
-    # The leader's own high watermark as its last Fetch answer said (not capped by this log's
-    # end): how far this node must read to have caught up (Kafka's ``raftClient.highWatermark``).
-    leader_high_watermark: int | None = None
     fetch_in_flight: int | None = None
     next_fetch_ms: int = 0
     snapshot_id: SnapshotId | None = None

@@ -183,19 +183,6 @@ class RaftNode:
             return state.high_watermark
         return None
 
-    @property
-    def quorum_high_watermark(self) -> int | None:
-        """The quorum's high watermark as this node knows it: the leader's own, or the one the
-        leader's last Fetch answer carried on a follower (which may be past this log's end);
-        None until known in this epoch. A node has caught up with the metadata once it has
-        applied the log up to it (Kafka's ``MetadataLoader`` catch-up)."""
-        state = self._state
-        if isinstance(state, LeaderState):
-            return state.high_watermark
-        if isinstance(state, FollowerState):
-            return state.leader_high_watermark
-        return None
-
     def describe_quorum(self, now_ms: int) -> QuorumDescription:
         state = self._state
         if not isinstance(state, LeaderState):
