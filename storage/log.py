@@ -73,7 +73,7 @@ from storage.log_append import (
 )
 from storage.log_dirs import DirectoryHealth, parse_topic_partition
 from storage.log_loader import LogLoader, load_rolling_timestamp
-from storage.log_producers import LogProducers
+from storage.log_producers import LogProducers, replicated_markers
 from storage.log_segments import LogLayout, LogSegments, PendingDelete, describe_layout
 from storage.log_transactions import (
     collect_aborted_transactions,
@@ -378,7 +378,8 @@ class Log:
         producers = None
         if has_producer_id(validated.headers):
             self.producers.maybe_expire()
-            producers = self.producer_state.prepare_replica_append(validated.headers)
+            markers = replicated_markers(records, validated.positions, validated.headers)
+            producers = self.producer_state.prepare_replica_append(validated.headers, markers)
         return self._append([records], len(records), validated, base_offsets, -1, producers)
 
     def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:

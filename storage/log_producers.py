@@ -178,12 +178,35 @@ class LogProducers:
 def read_marker(segment: LogSegment, position: int, header: BatchHeader) -> EndMarker | None:
     """What a control batch's end-transaction record says; None for a data batch, an emptied
     control batch or another control type (KRaft's)."""
-    if not header.is_control or header.producer_id < 0 or header.records_count == 0:
+    if not is_end_marker_candidate(header):
         return None
-    batch = decode_batch(segment.read_batch_bytes(position, header), verify_crc=False)
-    record = batch.records[0]
+    return decode_marker(segment.read_batch_bytes(position, header))
+
+
+def replicated_markers(
+    records: bytes | bytearray | memoryview, positions: Sequence[int], headers: Sequence[BatchHeader]
+) -> dict[int, EndMarker]:
+    """What the end-transaction markers among replicated batches say, by base offset: a
+    follower indexes the ABORTs as the leader did (without them a new leader serves aborted
+    data to read_committed consumers)."""
+    markers: dict[int, EndMarker] = {}
+    view = memoryview(records)
+    for position, header in zip(positions, headers, strict=True):
+        if is_end_marker_candidate(header):
+            marker = decode_marker(view[position:position + header.size_in_bytes])
+            if marker is not None:
+                markers[header.base_offset] = marker
+    return markers
+
+
+def is_end_marker_candidate(header: BatchHeader) -> bool:
+    return header.is_control and header.producer_id >= 0 and header.records_count > 0
+
+
+def decode_marker(data: bytes | memoryview) -> EndMarker | None:
+    batch = decode_batch(data, verify_crc=False)
     try:
-        record_type, coordinator_epoch = decode_control_record(record)
+        record_type, coordinator_epoch = decode_control_record(batch.records[0])
     except InvalidRecordError:
         return None
     return EndMarker(record_type is ControlRecordType.ABORT, coordinator_epoch)

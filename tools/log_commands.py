@@ -8,7 +8,8 @@ with ``--offsets-decoder``) print their key and value decoded, as kafka-dump-log
 Records of ``__cluster_metadata-0`` segments and of its ``.checkpoint`` snapshot files (or any
 with ``--cluster-metadata-decoder``) print the KRaft record they frame, as kafka-dump-log's
 ``--cluster-metadata-decoder``: ``payload: {"type":"TopicRecord","version":0,"data":{...}}``
-(field names are Samsa's snake_case ones). ``verify`` checks every segment and index under DIR (a
+(field names are Samsa's snake_case ones). A transaction marker prints ``endTxnMarker: ABORT
+coordinatorEpoch: 1`` instead of its binary key and payload, as kafka-dump-log does. ``verify`` checks every segment and index under DIR (a
 partition directory or a whole log dir) and exits 1 naming each bad file and offset.
 """
 
@@ -23,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
-from protocol.records import BatchHeader, Record
+from protocol.errors import InvalidRecordError
+from protocol.records import BatchHeader, Record, decode_control_record
 from storage.inspect import (
     BatchInfo,
     dump_log_file,
@@ -163,6 +165,16 @@ def offsets_record_fields(record: Record) -> dict[str, Any]:
             "payload": None if payload is None else json.dumps(payload)}
 
 
+def marker_fields(record: Record) -> dict[str, Any]:
+    """A transaction marker's type and coordinator epoch, as kafka-dump-log prints them
+    (``endTxnMarker: ABORT coordinatorEpoch: 1``)."""
+    try:
+        record_type, coordinator_epoch = decode_control_record(record)
+    except InvalidRecordError as error:
+        return {"payload": f"<undecodable: {error}>"}
+    return {"endTxnMarker": record_type.name, "coordinatorEpoch": coordinator_epoch}
+
+
 def metadata_record_fields(record: Record) -> dict[str, Any]:
     """The KRaft record framed in a metadata log record's value (raw text if unreadable)."""
     from replication.metadata.records import MetadataRecordError, decode_metadata_record
@@ -196,6 +208,10 @@ def _print_batch(path: Path, info: BatchInfo, as_json: bool, *, offsets: bool = 
     if offsets:
         for shown, record in zip(records, info.records or (), strict=True):
             shown.update(offsets_record_fields(record))
+    elif info.header.is_control and info.header.producer_id >= 0:
+        for shown, marker in zip(records, info.records or (), strict=True):
+            del shown["key"], shown["payload"]  # binary; the marker is decoded instead
+            shown.update(marker_fields(marker))
     elif metadata and not info.header.is_control:
         for shown, framed in zip(records, info.records or (), strict=True):
             shown.update(metadata_record_fields(framed))

@@ -281,3 +281,47 @@ def test_the_cleaner_drops_aborted_records_keeps_markers_and_index_entries(
     assert len(markers) == 12  # every marker kept
     kept_keys = {h.producer_id for _, _, h in log.batches() if not h.is_control and h.records_count}
     assert 1 not in kept_keys and 2 in kept_keys
+
+
+def stored_batches(log: Log) -> list[bytes]:
+    """Every batch of ``log`` as its segment files hold it (what a leader sends a follower)."""
+    return [batch.data for segment in log.segments
+            for batch in valid_prefix(segment.log_path.read_bytes(), segment.base_offset)]
+
+
+@settings(max_examples=50, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["data", "commit", "abort"]), st.integers(1, 3)),
+                    max_size=30),
+       chunks=st.lists(st.integers(1, 5), min_size=1, max_size=40))
+def test_a_follower_indexes_the_aborts_it_replicates_as_the_leader_did(
+    tmp_path_factory: pytest.TempPathFactory,
+    ops: list[tuple[str, int]], chunks: list[int],
+) -> None:
+    """A follower that became leader serves read_committed fetches from its own ``.txnindex``:
+    without the ABORTs it replicated, aborted records would show (the fault campaign's G10
+    aborted-read)."""
+    leader = open_log(tmp_path_factory.mktemp("leader"), ManualClock(NOW))
+    w = writer(leader)
+    open_txns: set[int] = set()
+    for kind, producer_id in ops:
+        if kind == "data":
+            w.data(producer_id)
+            open_txns.add(producer_id)
+        elif producer_id in open_txns:
+            w.marker(producer_id, abort=kind == "abort")
+            open_txns.discard(producer_id)
+    follower = open_log(tmp_path_factory.mktemp("follower"), ManualClock(NOW))
+    batches = stored_batches(leader)
+    position, sizes = 0, iter(chunks * (len(batches) + 1))
+    while position < len(batches):  # fetch responses of a few batches each
+        size = next(sizes)
+        follower.append_as_follower(b"".join(batches[position:position + size]))
+        position += size
+    expected = model_index(w.kinds, [0])[0]
+    assert [entry for segment in leader.segments for entry in segment.txn_index.entries] == expected
+    # A fetch of several batches rolls elsewhere than the leader did, and an entry's LSO field is
+    # computed after the whole append, as Kafka's follower does (readers use producer id and
+    # first offset only): compare the whole log's transactions.
+    assert [entry[:3] for segment in follower.segments for entry in segment.txn_index.entries] == [
+        entry[:3] for entry in expected]
+    assert follower.first_unstable_offset == leader.first_unstable_offset

@@ -14,6 +14,7 @@ from protocol.records import CompressionType, Record, encode_batch
 from storage.clock import ManualClock
 from storage.config import LogConfig
 from storage.log import Log
+from storage.producer_state import EndMarker
 
 SAMSA = str(Path(sys.executable).with_name("samsa"))
 
@@ -64,6 +65,26 @@ def test_dump_records_and_json(partition: Path) -> None:
         "offset": 5, "CreateTime": record["CreateTime"], "keySize": 5, "valueSize": 9,
         "headerKeys": ["h"], "key": "key-2", "payload": "value-1-2", "headers": {"h": "v"},
     }
+
+
+def test_dump_decodes_transaction_markers(tmp_path: Path) -> None:
+    clock = ManualClock()
+    log = Log.open(tmp_path / "txn-0", LogConfig(), clock=clock)
+    for producer_id, abort in ((7, True), (8, False)):
+        log.append_as_leader(encode_batch(
+            [Record(0, clock.now_ms, b"k", b"v")], base_offset=0, producer_id=producer_id, producer_epoch=0,
+            base_sequence=0, is_transactional=True), transaction_verified=True)
+        log.append_end_marker(producer_id, 0, EndMarker(abort, 3))
+    log.close()
+    path = str(tmp_path / "txn-0" / "00000000000000000000.log")
+    text = samsa("log", "dump", path, "--records")
+    assert text.returncode == 0, text.stderr
+    markers = [line for line in text.stdout.splitlines() if "endTxnMarker" in line]
+    assert [line.split("headerKeys: [] ")[1] for line in markers] == [
+        "endTxnMarker: ABORT coordinatorEpoch: 3", "endTxnMarker: COMMIT coordinatorEpoch: 3"]
+    batches = [json.loads(line) for line in samsa("log", "dump", path, "--records", "--json").stdout.splitlines()]
+    assert [(b["records"][0].get("endTxnMarker"), b["records"][0].get("key")) for b in batches] == [
+        (None, "k"), ("ABORT", None), (None, "k"), ("COMMIT", None)]
 
 
 def test_dump_index_files(partition: Path) -> None:
