@@ -13,6 +13,10 @@ nothing a later run would take for a whole one. ``KAFKA_VERSION`` is the newest 
 artifacts Maven Central serves whole here: 4.4.0's ``kafka-shell`` (``kafka-metadata-shell``)
 is refused, 4.3.1's is served.
 
+``spark_kafka_jars()`` fetches Spark's built-in Kafka source (``spark-sql-kafka-0-10``) for the
+installed PySpark into ``.cache/kafka/spark-sql-kafka-<version>/``; PySpark is pinned to 4.2.0,
+the newest release whose connector Maven serves (4.2.1's and 4.3.0's are not published there).
+
 No Java of Samsa's: Java runs Kafka's own classes only. Where ``java`` or ``mvn`` is missing,
 or Maven refuses an artifact, ``KafkaUnavailable`` says which and how to install it.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,7 +33,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,19 +105,50 @@ class KafkaUnavailable(RuntimeError):
 def kafka_home(cache: Path = CACHE) -> Path:
     """``.cache/kafka/<version>``, its jars fetched from Maven Central on first use."""
     home = cache / KAFKA_VERSION
-    if (home / "libs").is_dir() and any((home / "libs").glob("kafka_2.13-*.jar")):
+
+    def finish(staging: Path) -> None:
+        (staging / "log4j2.properties").write_text(TOOL_LOG4J)
+        (staging / "broker-log4j2.properties").write_text(BROKER_LOG4J)
+
+    return maven_fetch(ARTIFACTS, home, marker="kafka_2.13-*.jar", finish=finish)
+
+
+def spark_kafka_jars(cache: Path = CACHE) -> list[Path]:
+    """Spark's built-in Kafka source (``spark-sql-kafka-0-10``) for the pinned PySpark and the
+    jars it needs that PySpark does not ship, for ``spark.jars``."""
+    import pyspark
+
+    home = maven_fetch((f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}",),
+                       cache / f"spark-sql-kafka-{pyspark.__version__}",
+                       marker="spark-sql-kafka-*.jar")
+    shipped = {_artifact(jar.name) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(jar for jar in (home / "libs").glob("*.jar") if _artifact(jar.name) not in shipped)
+
+
+def _artifact(jar_name: str) -> str:
+    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients`` (``spark-sql-kafka-0-10_2.13-4.2.0.jar``
+    -> ``spark-sql-kafka``: enough to tell whether PySpark ships an artifact)."""
+    return re.sub(r"-\d[\w.-]*\.jar$", "", jar_name)
+
+
+def maven_fetch(artifacts: Sequence[str], home: Path, *, marker: str,
+                finish: Callable[[Path], None] | None = None) -> Path:
+    """``home/libs``: ``artifacts`` and their runtime dependencies from Maven Central, fetched
+    once (into a temporary directory renamed into place); ``marker`` globs a jar that shows a
+    whole fetch."""
+    if (home / "libs").is_dir() and any((home / "libs").glob(marker)):
         return home
     for program in ("java", "mvn"):
         if shutil.which(program) is None:
             raise KafkaUnavailable(
-                f"{program} is not installed: Apache Kafka {KAFKA_VERSION} needs Java 17+ and "
-                "Maven to fetch it (Debian: apt-get install openjdk-17-jre-headless maven)")
-    cache.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{KAFKA_VERSION}-", dir=cache))
+                f"{program} is not installed: {', '.join(artifacts)} need Java 17+ and Maven "
+                "(Debian: apt-get install openjdk-17-jre-headless maven)")
+    home.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{home.name}-", dir=home.parent))
     try:
-        _fetch(staging)
-        (staging / "log4j2.properties").write_text(TOOL_LOG4J)
-        (staging / "broker-log4j2.properties").write_text(BROKER_LOG4J)
+        _fetch(artifacts, staging)
+        if finish is not None:
+            finish(staging)
         try:
             staging.rename(home)
         except OSError:  # another process fetched it meanwhile
@@ -123,14 +159,14 @@ def kafka_home(cache: Path = CACHE) -> Path:
     return home
 
 
-def _fetch(staging: Path) -> None:
+def _fetch(artifacts: Sequence[str], staging: Path) -> None:
     dependencies = "".join(
         f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
         f"<version>{version}</version></dependency>"
-        for group, artifact, version in (coordinate.split(":") for coordinate in ARTIFACTS))
+        for group, artifact, version in (coordinate.split(":") for coordinate in artifacts))
     pom = staging / "pom.xml"
     pom.write_text('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0'
-                   "</modelVersion><groupId>samsa.compat</groupId><artifactId>apache-kafka"
+                   "</modelVersion><groupId>samsa.compat</groupId><artifactId>yardstick"
                    f"</artifactId><version>1</version><dependencies>{dependencies}"
                    "</dependencies></project>")
     fetched = subprocess.run(
@@ -141,8 +177,8 @@ def _fetch(staging: Path) -> None:
     pom.unlink()
     if fetched.returncode != 0:
         errors = [line for line in fetched.stdout.splitlines() if "ERROR" in line][:3]
-        raise KafkaUnavailable(f"Maven could not fetch Apache Kafka {KAFKA_VERSION} "
-                               f"({', '.join(ARTIFACTS)}): {' '.join(errors)[:1500]}")
+        raise KafkaUnavailable(f"Maven could not fetch {', '.join(artifacts)}: "
+                               f"{' '.join(errors)[:1500]}")
 
 
 def java_command(main_class: str, args: Sequence[str], *, home: Path | None = None,
