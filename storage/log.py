@@ -81,7 +81,7 @@ from storage.log_transactions import (
     upper_bound_offset,
 )
 from storage.open_files import LeastRecentlyUsed, evict_all
-from storage.producer_snapshot import remove_stray_snapshots
+from storage.producer_snapshot import remove_stray_snapshots, snapshot_offsets_in
 from storage.producer_state import (
     PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
@@ -201,6 +201,8 @@ class Log:
         self.log_end_offset = loaded.log_end_offset
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = self.log_end_offset
+        # One listing of the directory serves the load, unless a restart of the log changed it.
+        listed: list[str] | None = loader.names
         if self.log_start_offset > self.log_end_offset:
             # Recovery lost offsets the checkpoint says were already handed out: never hand
             # them out again; restart the log, empty, at the log start offset (as Kafka).
@@ -210,6 +212,7 @@ class Log:
             )
             self.truncate_fully_and_start_at(self.log_start_offset)
             self.purge_deleted_segments(force=True)
+            listed = None
         self.leader_epoch_cache = load_leader_epoch_cache(
             self.directory, self._headers_from, log_start_offset=self.log_start_offset,
             log_end_offset=self.log_end_offset, recovered_from=loaded.recovered_from,
@@ -217,8 +220,11 @@ class Log:
         )
         self.active_segment.resize_indexes(self.config.segment_index_bytes)
         load_rolling_timestamp(self.active_segment)
-        remove_stray_snapshots(self.directory, self._segment_list.base_offsets)
-        self._rebuild_producer_state(replay=True, recovered_from=loaded.recovered_from)
+        snapshots = remove_stray_snapshots(
+            self.directory, self._segment_list.base_offsets,
+            None if listed is None else snapshot_offsets_in(listed))
+        self._rebuild_producer_state(replay=True, recovered_from=loaded.recovered_from,
+                                     snapshot_offsets=snapshots)
 
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         return (header for _, _, header in self.batches(offset))
@@ -485,12 +491,13 @@ class Log:
         """Forget producers idle for ``producer.id.expiration.ms`` (owner only)."""
         return self.producers.remove_expired()
 
-    def _rebuild_producer_state(self, *, replay: bool, recovered_from: int | None = None) -> None:
+    def _rebuild_producer_state(self, *, replay: bool, recovered_from: int | None = None,
+                                snapshot_offsets: list[int] | None = None) -> None:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState`` (see ``LogProducers``)."""
         self._guard(
             lambda: self.producers.rebuild(
                 self._segment_list.segments, self.log_start_offset, self.log_end_offset, replay=replay,
-                recovered_from=recovered_from,
+                recovered_from=recovered_from, snapshot_offsets=snapshot_offsets,
             )
         )
 

@@ -81,6 +81,8 @@ class LogLoader:
         # Offsets run on from one segment to the next (no compaction): a hole ends the log.
         self.contiguous = contiguous
         self.recovered_from: int | None = None
+        # The directory's file names after the start-up clean-up (``load``).
+        self.names: list[str] = []
 
     def load(
         self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool,
@@ -89,11 +91,13 @@ class LogLoader:
         """Fill the (empty) segment list from the directory; see the module docstring."""
         verify = should_verify(verify_on_startup, had_clean_shutdown=had_clean_shutdown)
         cleanup = clean_partition_directory(self.directory)
-        bases = self._discover_base_offsets()
+        self.names = cleanup.names
+        present = set(self.names)
+        bases = sorted(parse_base_offset(name) for name in self.names if name.endswith(LOG_SUFFIX))
         for base in bases:
             # After an unclean shutdown the active segment is recovered below: not checked first.
             lazy = base != bases[-1] or not had_clean_shutdown
-            segment = self._open_segment(base, lazy=lazy)
+            segment = self._open_segment(base, lazy=lazy, present=present)
             if base in cleanup.completed_swaps:
                 self._recover_segment(segment, "completed swap")
             self.segments.add(segment)
@@ -106,16 +110,12 @@ class LogLoader:
         start = max(log_start_offset, self.segments.segments[0].base_offset)
         return LoadedLogOffsets(start, log_end_offset, self.recovered_from, epoch_starts)
 
-    def _discover_base_offsets(self) -> list[int]:
-        names = (path.name for path in self.directory.iterdir())
-        return sorted(parse_base_offset(name) for name in names if name.endswith(LOG_SUFFIX))
-
-    def _open_segment(self, base: int, *, lazy: bool) -> LogSegment:
+    def _open_segment(self, base: int, *, lazy: bool, present: set[str]) -> LogSegment:
+        """``present``: the directory's file names."""
         if lazy:
             return self.new_segment(base, lazy_indexes=True)
         indexes_present = all(
-            (self.directory / segment_file_name(base, suffix)).exists()
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            segment_file_name(base, suffix) in present for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
         segment = self.new_segment(base)
         if not indexes_present:

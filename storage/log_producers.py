@@ -96,6 +96,7 @@ class LogProducers:
         *,
         replay: bool,
         recovered_from: int | None = None,
+        snapshot_offsets: list[int] | None = None,
     ) -> None:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
         (log start, LEO], load the newest readable one, replay the batch headers after it (unless
@@ -103,26 +104,33 @@ class LogProducers:
 
         ``recovered_from``: the base offset of the first segment recovery rebuilt. Snapshots
         above it go too (Kafka's ``recoverSegment``), so the replay passes through every
-        recovered segment and refills its ``.txnindex`` from its ABORT markers."""
+        recovered segment and refills its ``.txnindex`` from its ABORT markers.
+        ``snapshot_offsets``: the snapshot files there are, if the caller listed them."""
         upper = log_end_offset if recovered_from is None else min(log_end_offset, recovered_from)
-        for offset in list_snapshot_offsets(self.directory):
+        if snapshot_offsets is None:
+            snapshot_offsets = list_snapshot_offsets(self.directory)
+        kept = []
+        for offset in snapshot_offsets:
             if offset > upper or offset <= log_start_offset:
                 delete_snapshot_file(self.directory, offset)
+            else:
+                kept.append(offset)
         if recovered_from is not None:
             self.snapshot_offset = 0  # snapshots of the segments replayed are written again
             for segment in segments:  # the replay refills them all, the recovered ones and later
                 if segment.base_offset >= recovered_from:
                     segment.txn_index.reset()
-        start = self._load_newest_snapshot(log_start_offset)
+        start = self._load_newest_snapshot(log_start_offset, kept)
         if (replay or recovered_from is not None) and start < log_end_offset:
             self._replay_batches(segments, start, recovered_from)
         self.take_snapshot(log_end_offset)
 
-    def _load_newest_snapshot(self, log_start_offset: int) -> int:
-        """Load the newest snapshot that reads back whole (corrupt ones are deleted); returns
-        its offset, or the log start offset (and an empty state) when there is none."""
+    def _load_newest_snapshot(self, log_start_offset: int, offsets: list[int]) -> int:
+        """Load the newest of the snapshots at ``offsets`` that reads back whole (corrupt ones
+        are deleted); returns its offset, or the log start offset (and an empty state) when
+        there is none."""
         now_ms = self.clock.milliseconds()
-        for offset in reversed(list_snapshot_offsets(self.directory)):
+        for offset in reversed(offsets):
             path = snapshot_path(self.directory, offset)
             try:
                 entries = read_snapshot_file(path)

@@ -122,8 +122,13 @@ def snapshot_path(directory: Path, offset: int) -> Path:
 
 def list_snapshot_offsets(directory: Path) -> list[int]:
     """Offsets of the ``<offset>.snapshot`` files in ``directory``, ascending."""
+    return snapshot_offsets_in(os.listdir(directory))
+
+
+def snapshot_offsets_in(names: Iterable[str]) -> list[int]:
+    """Offsets of the ``<offset>.snapshot`` files among a directory's file ``names``, ascending."""
     offsets = []
-    for name in os.listdir(directory):
+    for name in names:
         stem = name[: -len(SNAPSHOT_SUFFIX)]
         if name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit() and len(stem) == 20:
             offsets.append(int(stem))
@@ -151,16 +156,22 @@ def delete_snapshot_file(directory: Path, offset: int) -> None:
     snapshot_path(directory, offset).unlink(missing_ok=True)
 
 
-def remove_stray_snapshots(directory: Path, segment_base_offsets: Sequence[int]) -> None:
+def remove_stray_snapshots(directory: Path, segment_base_offsets: Sequence[int],
+                           offsets: list[int] | None = None) -> list[int]:
     """Kafka's ``removeStraySnapshots``: delete snapshots that match no segment's base offset,
     except the newest one if it lies at or after the last segment's base (a clean close wrote it).
+    ``offsets``: the snapshots there are, if the caller listed them; returns those left.
     """
     bases = set(segment_base_offsets)
-    strays = [offset for offset in list_snapshot_offsets(directory) if offset not in bases]
+    offsets = list_snapshot_offsets(directory) if offsets is None else offsets
+    strays = [offset for offset in offsets if offset not in bases]
     keep = None
     if strays and (not bases or strays[-1] >= max(bases)):
         keep = strays[-1]
+    deleted = set()
     for offset in strays:
         if offset != keep:
             logger.info("deleting stray producer snapshot %s", snapshot_path(directory, offset))
             delete_snapshot_file(directory, offset)
+            deleted.add(offset)
+    return [offset for offset in offsets if offset not in deleted]

@@ -46,23 +46,26 @@ logger = logging.getLogger("samsa.storage.recovery")
 class DirectoryCleanup:
     removed: list[Path] = field(default_factory=list)
     completed_swaps: list[int] = field(default_factory=list)
+    # The directory's file names once cleaned up (one listing serves the whole load).
+    names: list[str] = field(default_factory=list)
 
 
-def clean_partition_directory(directory: Path) -> DirectoryCleanup:
-    """Resolve leftovers as described in the module docstring; returns what was done."""
+def clean_partition_directory(directory: Path, names: list[str] | None = None) -> DirectoryCleanup:
+    """Resolve leftovers as described in the module docstring; returns what was done.
+    ``names``: the directory's listing, if the caller has one."""
     outcome = DirectoryCleanup()
+    names = sorted(os.listdir(directory) if names is None else names)
     cleaned_bases: list[int] = []
     swaps: list[Path] = []
-    for path in sorted(directory.iterdir()):
-        name = path.name
+    for name in names:
         if name.endswith((DELETED_SUFFIX, TEMP_SUFFIX)):
-            _remove(path, outcome)
+            _remove(directory / name, outcome)
         elif name.endswith(CLEANED_SUFFIX):
             cleaned_bases.append(_base_offset(name))
-            _remove(path, outcome)
+            _remove(directory / name, outcome)
         elif name.endswith(SWAP_SUFFIX):
-            swaps.append(path)
-    _remove_orphaned_indexes(directory, outcome)
+            swaps.append(directory / name)
+    _remove_orphaned_indexes(directory, names, outcome)
     min_cleaned = min(cleaned_bases, default=None)
     for path in swaps:
         base = _base_offset(path.name)
@@ -72,16 +75,18 @@ def clean_partition_directory(directory: Path) -> DirectoryCleanup:
         else:
             _complete_swap(directory, path, base)
             outcome.completed_swaps.append(base)
+    changed = outcome.removed or outcome.completed_swaps
+    outcome.names = sorted(os.listdir(directory)) if changed else names
     return outcome
 
 
-def _remove_orphaned_indexes(directory: Path, outcome: DirectoryCleanup) -> None:
+def _remove_orphaned_indexes(directory: Path, names: list[str], outcome: DirectoryCleanup) -> None:
     """Index files whose ``.log`` is gone (a crash while a segment was being renamed)."""
-    logs = {path.name[: -len(LOG_SUFFIX)] for path in directory.glob(f"*{LOG_SUFFIX}")}
+    logs = {name[: -len(LOG_SUFFIX)] for name in names if name.endswith(LOG_SUFFIX)}
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        for path in directory.glob(f"*{suffix}"):
-            if path.name[: -len(suffix)] not in logs:
-                _remove(path, outcome)
+        for name in names:
+            if name.endswith(suffix) and name[: -len(suffix)] not in logs:
+                _remove(directory / name, outcome)
 
 
 def _complete_swap(directory: Path, swap_log: Path, base: int) -> None:
