@@ -69,7 +69,7 @@ from storage.cleaner import (
 )
 from storage.clock import Clock
 from storage.config import LogConfig
-from storage.errors import CorruptCheckpointError
+from storage.errors import CorruptCheckpointError, CorruptPartitionMetadataError
 from storage.fsync import fsync_directory
 from storage.limits import (
     ProcessLimits,
@@ -186,7 +186,7 @@ class LogManager:
             recovery_point = (recovery_points or {}).get(key, 0)
             log_start_offset = (start_offsets or {}).get(key, 0)
             try:
-                return Log.open(
+                log = Log.open(
                     path,
                     self._topic_config(key[0]),
                     clock=self.clock,
@@ -200,11 +200,24 @@ class LogManager:
                 )
             except Exception as error:
                 return self._offline_log(path, error, recovery_point, log_start_offset)
+            self._preread_topic_id(key, path)
+            return log
 
         with ThreadPoolExecutor(max_workers=max(1, self._threads)) as pool:
             logs = list(pool.map(load, partition_dirs))
         marker.unlink(missing_ok=True)
         return {(log.topic, log.partition): log for log in logs}
+
+    def _preread_topic_id(self, key: TopicPartition, path: Path) -> None:
+        """Read ``partition.metadata`` on the loading thread, so that checking it against the
+        metadata image (``read_topic_id``, on the event loop) costs no disk read; a missing or
+        malformed file is left for ``read_topic_id`` to report."""
+        try:
+            metadata = read_partition_metadata(path)
+        except (CorruptPartitionMetadataError, OSError):
+            return
+        if metadata is not None:
+            self.topic_ids[key] = metadata.topic_id
 
     def _offline_log(
         self, path: Path, error: Exception, recovery_point: int, log_start_offset: int
