@@ -151,7 +151,7 @@ def acl_tool(samsa: BrokerProcess, *args: str) -> str:
 
 def samsa_acls(samsa: BrokerProcess) -> set[tuple[str, str, str, str, str, str]]:
     admin = AdminClient({"bootstrap.servers": samsa.bootstrap})
-    every = AclBindingFilter(AclResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+    every = AclBindingFilter(AclResourceType.ANY, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
                              AclOperation.ANY, AclPermissionType.ANY)
     return {(b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.operation.name,
              b.permission_type.name) for b in admin.describe_acls(every).result(TIMEOUT)}
