@@ -1,10 +1,19 @@
-"""A Kafka installation directory for the peer suites, whose ``bin/`` holds stand-ins.
+"""A Kafka installation directory for the peer suites, whose ``bin/`` runs Kafka's own tools.
 
 The suites shell out to Kafka's Java tools: librdkafka's tests through ``$KAFKA_PATH/bin``,
-kafka-python's fixtures through ``$KAFKA_ROOT/bin``. This harness installs no Kafka; instead
-``kafka_home(cache)`` writes ``.cache/compat/kafka-home/bin/<tool>`` scripts that run compat's
-Python stand-ins (``STAND_INS``) with Samsa's interpreter, from the repository root. A tool
-not listed there is missing (a test calling it fails).
+kafka-python's fixtures through ``$KAFKA_ROOT/bin``. ``kafka_home(cache)`` writes
+``.cache/compat/kafka-home/bin/<tool>.sh`` scripts:
+
+- ``KAFKA_TOOLS`` (``kafka-topics.sh``, ``kafka-acls.sh``): Apache Kafka's real tools, their
+  main classes run from the jars ``compat.apache_kafka`` fetches into ``.cache/kafka/`` (the
+  command line of ``compat.apache_kafka.java_command``), as Kafka's ``bin/`` scripts run them.
+- ``STAND_INS`` (``kafka-storage.sh``): compat's Python stand-in, run with Samsa's interpreter
+  from the repository root. Kafka's ``kafka-storage format`` writes the ``--add-scram``
+  credentials into a ``bootstrap.checkpoint`` that Samsa's broker does not read, and
+  kafka-python's SASL fixture starts a Samsa broker (``compat/kafka_python/service.py``) that
+  needs those users; the stand-in records them for it.
+
+A tool listed in neither is missing (a test calling it fails).
 
 Java: librdkafka's tests 0098 (TransactionProducerCli) and 0113's Java interop sub-test
 (IncrementalRebalanceCli; it skips itself whenever ``sasl.mechanism`` is set, which it always is)
@@ -24,10 +33,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Kafka tool -> the module that stands in for it.
+from compat.apache_kafka import TOOLS, java_command
+
+# Kafka's bin/ script -> the tool of compat.apache_kafka.TOOLS it runs.
+KAFKA_TOOLS = {
+    "kafka-topics.sh": "kafka-topics",
+    "kafka-acls.sh": "kafka-acls",
+}
+# Kafka's bin/ script -> the module that stands in for it (see the module docstring).
 STAND_INS = {
-    "kafka-topics.sh": "compat.kafka_topics",
-    "kafka-acls.sh": "compat.kafka_acls",
     "kafka-storage.sh": "compat.kafka_storage",
 }
 # The Kafka release whose client jar the Java test programs run with (TEST_KAFKA_VERSION's).
@@ -37,20 +51,27 @@ RUN_CLASS = '#!/bin/sh\nexec java -cp "${CLASSPATH}:$(dirname "$0")/../libs/*" "
 
 
 def kafka_home(cache: Path) -> Path:
-    """The directory (absolute: the suites run elsewhere) whose ``bin/`` holds the stand-ins;
-    rewritten on every call, so it follows the repository it is run from."""
+    """The directory (absolute: the suites run elsewhere) whose ``bin/`` holds the tools'
+    scripts; rewritten on every call, so it follows the repository it is run from. Fetches
+    Kafka's jars on first use (``compat.apache_kafka.kafka_home``)."""
     home = (cache / "kafka-home").resolve()
     (home / "bin").mkdir(parents=True, exist_ok=True)
+    for script, tool in KAFKA_TOOLS.items():
+        command = " ".join(shlex.quote(part) for part in java_command(TOOLS[tool], []))
+        _write_script(home / "bin" / script, f'exec {command} "$@"')
     root = Path(__file__).resolve().parents[1]
-    for tool, module in STAND_INS.items():
-        script = home / "bin" / tool
-        script.write_text(f"#!/bin/sh\ncd {shlex.quote(str(root))} && "
-                          f"exec {shlex.quote(sys.executable)} -m {module} \"$@\"\n")
-        script.chmod(0o755)
+    for script, module in STAND_INS.items():
+        _write_script(home / "bin" / script, f"cd {shlex.quote(str(root))} && "
+                      f'exec {shlex.quote(sys.executable)} -m {module} "$@"')
     run_class = home / "bin" / "kafka-run-class.sh"
     run_class.write_text(RUN_CLASS)
     run_class.chmod(0o755)
     return home
+
+
+def _write_script(path: Path, line: str) -> None:
+    path.write_text(f"#!/bin/sh\n{line}\n")
+    path.chmod(0o755)
 
 
 def install_kafka_jars(home: Path) -> bool:

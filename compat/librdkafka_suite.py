@@ -13,8 +13,8 @@ table is checked with ``Facts.brokers`` = 3, results go to ``librdkafka-cluster.
 ``librdkafka-full-cluster.json``), and the tests run from ``tests-cluster/``
 (``prepare_cluster_tests``): a copy of the built ``tests/`` whose patched sources are put back
 as the archive has them (replication factor 3), those objects and the runner rebuilt.
-Tests that shell out to Kafka's Java tools get stand-ins on ``KAFKA_PATH`` (``compat.kafka_home``:
-kafka-topics.sh and kafka-acls.sh); those that build and run Java programs of their own (0098,
+Tests that shell out to Kafka's Java tools get Apache Kafka's own kafka-topics.sh and kafka-acls.sh
+on ``KAFKA_PATH`` (``compat.kafka_home``, from the jars in ``.cache/kafka/``); those that build and run Java programs of their own (0098,
 0113's Java interop case) get Kafka's client jar from Maven and a kafka-run-class.sh. The broker enforces ACLs (``AUTHORIZER``) and, like Kafka's
 shipped development ``server.properties``, has ``group.initial.rebalance.delay.ms=0``, so a
 consumer group's first join is not held back 3 s (``BROKER_SETTINGS``).

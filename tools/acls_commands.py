@@ -22,8 +22,8 @@ Output: an aligned table (one row per ACL), or with ``--json`` ``{"added"|"remov
 [{resource_type, name, pattern_type, principal, host, operation, permission_type}, ...]}``
 in Kafka's enum names. Exit codes: 0 done, 1 the broker
 or the connection failed (one line on stderr), 2 usage. The planning (``plan_acls``) is a
-pure function of the parsed options; ``compat/kafka_acls.py`` reuses this module as its
-``kafka-acls.sh``.
+pure function of the parsed options. The options are kafka-acls.sh's (Apache Kafka's own tool
+serves as ``kafka-acls.sh`` for the peer suites: ``compat/kafka_home.py``).
 """
 
 from __future__ import annotations

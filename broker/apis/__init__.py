@@ -189,6 +189,7 @@ API_MODULES = (
     "txn_offset_commit",
     "write_txn_markers",
     "describe_transactions",
+    "describe_producers",
     "list_transactions",
     "sasl_handshake",
     "sasl_authenticate",

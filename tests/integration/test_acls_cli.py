@@ -1,12 +1,11 @@
 """ACLs end to end against a real broker with Kafka's authorizer settings: Samsa's
 ``AdminClient`` (create, describe with filters, delete), the ``samsa acls`` executable and the
-``kafka-acls.sh`` stand-in, and a DENY taking effect on Samsa's and confluent-kafka's producers
+peer suites' ``kafka-acls.sh`` (Apache Kafka's own tool), and a DENY taking effect on Samsa's and confluent-kafka's producers
 as TOPIC_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from confluent_kafka import KafkaError as ConfluentError
 from confluent_kafka import Producer as ConfluentProducer
 
+from compat.kafka_home import kafka_home
 from samsa.acl import (
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -34,7 +34,6 @@ from samsa.producer import Producer
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 SAMSA = str(Path(sys.executable).with_name("samsa"))
 AUTHORIZER = {"authorizer_class_name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
               "allow_everyone_if_no_acl_found": "true"}
@@ -149,16 +148,20 @@ def test_a_deny_fails_samsa_and_confluent_producers(secured: Any) -> None:
         assert producer.send(topic, b"after").result(TIMEOUT).offset == 1
 
 
-def test_kafka_acls_stand_in_takes_librdkafkas_arguments(secured: Any) -> None:
+def test_kafka_acls_sh_of_the_peer_suites_takes_librdkafkas_arguments(
+        secured: Any, tmp_path: Path) -> None:
+    """``kafka-home/bin/kafka-acls.sh`` (Apache Kafka's own AclCommand, ``compat.kafka_home``)
+    with the arguments librdkafka's tests 0109, 0115 and 0119 pass it."""
+    script = kafka_home(tmp_path) / "bin" / "kafka-acls.sh"
+
     def kafka_acls(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "compat.kafka_acls", "--bootstrap-server", secured.bootstrap,
-             *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return subprocess.run([str(script), "--bootstrap-server", secured.bootstrap, *args],
+                              capture_output=True, text=True, timeout=120, check=False)
 
     added = kafka_acls("--add", "--deny-principal", "User:*", "--operation", "All",
                        "--deny-host", "*", "--topic", "t0119")
     assert added.returncode == 0, added.stderr
+    assert "(principal=User:*, host=*, operation=ALL, permissionType=DENY)" in added.stdout
     with AdminClient(bootstrap_servers=secured.bootstrap) as admin:
         assert admin.describe_acls() == [acl("t0119", AclOperation.ALL, DENY)]
         removed = kafka_acls("--remove", "--force", "--deny-principal", "User:*", "--operation",

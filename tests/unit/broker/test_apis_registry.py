@@ -16,6 +16,7 @@ KAFKA_4_MINIMUM = {
     8: 2, 9: 1, 47: 0,  # OffsetCommit, OffsetFetch, OffsetDelete
     10: 0, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0, 16: 0, 42: 0,  # the classic group APIs
     24: 0, 25: 0, 26: 0, 27: 1, 28: 0, 65: 0, 66: 0,  # transactions (WriteTxnMarkers v0 is gone)
+    61: 0,  # DescribeProducers (KIP-664)
     29: 1, 30: 1, 31: 1,  # DescribeAcls, CreateAcls, DeleteAcls (v0 is gone)
     55: 0,  # DescribeQuorum
     17: 0, 36: 0, 50: 0, 51: 0,  # SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials

@@ -1,7 +1,7 @@
 """compat's stand-ins for Kafka's tools and for kafka-python's broker fixture: pure (no socket).
 
-kafka-storage.sh's ``--add-scram`` parsing and what it records, kafka-topics.sh's
-``--command-config``, ``SamsaBroker.address`` reading a listener from the broker log, and the
+kafka-storage.sh's ``--add-scram`` parsing and what it records, the ``kafka-home/bin`` scripts
+(Kafka's own kafka-topics.sh and kafka-acls.sh, the storage stand-in), ``SamsaBroker.address`` reading a listener from the broker log, and the
 kafka-python broker templates rendered as its ``KafkaFixture`` renders them, then read by
 Samsa's own config code and by the stand-in ``SpawnedService``.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shlex
 import string
 from pathlib import Path
 from types import ModuleType
@@ -20,9 +22,9 @@ from hypothesis import strategies as st
 
 from broker.config import BrokerConfig, parse_properties
 from compat import kafka_storage
-from compat.kafka_topics import build_parser as kafka_topics_parser
+from compat.apache_kafka import TOOLS, java_command
+from compat.kafka_home import KAFKA_TOOLS, kafka_home
 from compat.samsa_broker import SamsaBroker
-from tools.client_options import client_config
 
 RESOURCES = Path(__file__).resolve().parents[3] / "compat" / "kafka_python" / "resources"
 SERVICE = RESOURCES.parent / "service.py"
@@ -83,21 +85,18 @@ def test_format_fails_like_kafka_storage(tmp_path: Path) -> None:
     assert exit_info.value.code == 2
 
 
-def test_kafka_topics_takes_client_properties_from_command_config(tmp_path: Path) -> None:
-    command_config = tmp_path / "sasl_command.conf"
-    command_config.write_text(
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
-        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
-        'username="alice" password="alice-secret";\n')
-    args = kafka_topics_parser().parse_args(["--list", "--bootstrap-server", "localhost:1",
-                                             "--command-config", str(command_config)])
-    config = client_config(args, **{"client.id": "kafka-topics-stand-in"})
-    assert config["security.protocol"] == "SASL_PLAINTEXT"
-    assert config["sasl.mechanism"] == "SCRAM-SHA-256"
-    assert 'username="alice"' in config["sasl.jaas.config"]
-    assert config["bootstrap.servers"] == "localhost:1"
-    plain = kafka_topics_parser().parse_args(["--list", "--bootstrap-server", "localhost:1"])
-    assert "security.protocol" not in client_config(plain)
+def test_kafka_home_runs_kafkas_own_tools_and_the_storage_stand_in(tmp_path: Path) -> None:
+    home = kafka_home(tmp_path)
+    assert home == (tmp_path / "kafka-home").resolve()
+    for script, tool in KAFKA_TOOLS.items():
+        path = home / "bin" / script
+        assert os.access(path, os.X_OK)
+        line = path.read_text().splitlines()[1]
+        assert shlex.split(line) == ["exec", *java_command(TOOLS[tool], []), "$@"]
+    assert set(KAFKA_TOOLS) == {"kafka-topics.sh", "kafka-acls.sh"}
+    storage = (home / "bin" / "kafka-storage.sh").read_text()
+    assert "-m compat.kafka_storage" in storage
+    assert not (Path(__file__).resolve().parents[3] / "compat" / "kafka_topics.py").exists()
 
 
 def test_address_reads_this_starts_listeners_from_the_log(tmp_path: Path) -> None:
