@@ -63,7 +63,13 @@ from replication.controller.partition_change import partitions_where
 from replication.controller.periodic import PeriodicOperation
 from replication.controller.planning import Plan, PlanningController
 from replication.controller.proposal import Proposal
-from replication.metadata.image import NO_LEADER, MetadataImage, PartitionImage, cluster_id_record
+from replication.metadata.image import (
+    NO_LEADER,
+    MetadataImage,
+    PartitionImage,
+    cluster_id_record,
+    feature_level_records,
+)
 from replication.metadata.records import encode_metadata_record
 from storage.config import LogConfig
 
@@ -203,7 +209,8 @@ class QuorumController(PlanningController):
     def _activate(self) -> None:
         """Once per led epoch, when active: sessions from the image (every registered broker
         gets a fresh session, as Kafka's ``BrokerHeartbeatManager`` on failover), and a new
-        cluster's id committed before anything else."""
+        cluster's id committed before anything else, with its finalized features
+        (``metadata.version``, as Kafka's bootstrap records: its tools refuse a log without)."""
         if self._activated_epoch == self._leading_epoch:
             return
         self._activated_epoch = self._leading_epoch
@@ -211,8 +218,8 @@ class QuorumController(PlanningController):
         if self.image.cluster_id is None:
             cluster_id = self._new_cluster_id()
             logger.info("controller %d: a new cluster: id %s", self.node_id, cluster_id)
-            self._queue.appendleft(_Operation(lambda: (cluster_id, [cluster_id_record(cluster_id)]),
-                                              Proposal()))
+            records = [cluster_id_record(cluster_id), *feature_level_records(self.image)]
+            self._queue.appendleft(_Operation(lambda: (cluster_id, records), Proposal()))
 
     def _pump(self) -> None:
         """Plan and propose queued operations while nothing is in flight."""

@@ -14,8 +14,14 @@ Invariants:
   (or -2 leader, -1 leader recovery state) keeps the old value; naming a leader, even the same
   one, starts a new leader epoch; every change starts a new partition epoch.
 
+- finalized feature levels (KIP-584) are kept by name from FeatureLevelRecords (level 0 removes
+  one, as Kafka's ``FeaturesDelta``); ``metadata.version`` is always there: an image starts at
+  Samsa's own level (``METADATA_VERSION_LEVEL``) until a record says otherwise, because Kafka's
+  loader refuses an image without one (``FeaturesImage.metadataVersionOrThrow``) and so would
+  refuse Samsa's snapshots in ``kafka-metadata-shell``.
+
 Records are applied in log order by ``apply``; a record type the image does not track
-(features, ...) is ignored; broker registrations go to ``brokers``
+(Kafka's RegisterControllerRecord, ...) is ignored; broker registrations go to ``brokers``
 (``replication.metadata.brokers``), ACL records to ``acls``, SCRAM credentials to ``scram``.
 The image is owned by the broker's event loop.
 """
@@ -29,6 +35,7 @@ from uuid import UUID
 from protocol.codec import Message
 from protocol.messages.metadata.access_control_entry_record import AccessControlEntryRecord
 from protocol.messages.metadata.config_record import ConfigRecord
+from protocol.messages.metadata.feature_level_record import FeatureLevelRecord
 from protocol.messages.metadata.partition_change_record import PartitionChangeRecord
 from protocol.messages.metadata.partition_record import PartitionRecord
 from protocol.messages.metadata.producer_ids_record import ProducerIdsRecord
@@ -48,6 +55,8 @@ from replication.metadata.scram import ScramCredentials
 __all__ = [
     "BROKER_RESOURCE_TYPE",
     "GROUP_RESOURCE_TYPE",
+    "METADATA_VERSION",
+    "METADATA_VERSION_LEVEL",
     "NO_LEADER",
     "NO_LEADER_CHANGE",
     "RECOVERED",
@@ -56,6 +65,7 @@ __all__ = [
     "MetadataImage",
     "PartitionImage",
     "TopicImage",
+    "feature_level_records",
     "merge_partition",
 ]
 
@@ -137,6 +147,18 @@ class TopicImage:
     partitions: dict[int, PartitionImage] = field(default_factory=dict)
 
 
+# Kafka's ``MetadataVersion`` feature. Samsa's records are those of Apache Kafka 4.0's metadata
+# (ELR fields of KIP-966 included, which need 4.0-IV1 or later), so it claims 4.0-IV3, the level
+# ``kafka-storage format`` of Kafka 4.0 finalizes: feature level 25 (3.3-IV3 is 7, the oldest
+# Kafka 4 reads; each later IBP_x_y_IVn is one more).
+METADATA_VERSION = "metadata.version"
+METADATA_VERSION_LEVEL = 25
+
+
+def _initial_features() -> dict[str, int]:
+    return {METADATA_VERSION: METADATA_VERSION_LEVEL}
+
+
 @dataclass(slots=True)
 class MetadataImage:
     topics_by_name: dict[str, TopicImage] = field(default_factory=dict)
@@ -152,6 +174,8 @@ class MetadataImage:
     # KRaft: the cluster id the first active controller chose (``cluster_id_record``); None on
     # a single node, whose id lives only in meta.properties as before.
     cluster_id: str | None = None
+    # finalized feature levels by name (FeatureLevelRecord); metadata.version always present
+    features: dict[str, int] = field(default_factory=_initial_features)
 
     def configs_of(self, topic: str) -> dict[str, str]:
         return dict(self.topic_configs.get(topic, {}))
@@ -176,6 +200,8 @@ class MetadataImage:
             self.scram.apply(record)
         elif isinstance(record, BROKER_RECORD_TYPES):
             self.brokers.apply(record, offset)
+        elif isinstance(record, FeatureLevelRecord):
+            self._set_feature(record)
         if offset >= 0:
             self.last_offset = offset
 
@@ -218,6 +244,12 @@ class MetadataImage:
         if not configs:
             del by_resource[record.resource_name]
 
+    def _set_feature(self, record: FeatureLevelRecord) -> None:
+        if record.feature_level > 0:
+            self.features[record.name] = record.feature_level
+        elif record.name != METADATA_VERSION:  # Kafka never finalizes metadata.version to 0
+            self.features.pop(record.name, None)
+
     def _remove_topic(self, record: RemoveTopicRecord) -> None:
         topic = self.topics_by_id.pop(record.topic_id, None)
         if topic is None:
@@ -242,3 +274,10 @@ def cluster_id_record(cluster_id: str) -> ConfigRecord:
 def is_cluster_id_record(record: ConfigRecord) -> bool:
     return (record.resource_type == BROKER_RESOURCE_TYPE and record.resource_name == ""
             and record.name == CLUSTER_ID_CONFIG)
+
+
+def feature_level_records(image: MetadataImage) -> list[FeatureLevelRecord]:
+    """The finalized features as records, ``metadata.version`` first (Kafka's
+    ``FeaturesImage.write``): what opens a snapshot and a new cluster's metadata log."""
+    names = sorted(image.features, key=lambda name: (name != METADATA_VERSION, name))
+    return [FeatureLevelRecord(name=name, feature_level=image.features[name]) for name in names]

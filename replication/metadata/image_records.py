@@ -1,7 +1,8 @@
 """The records that rebuild a metadata image: what a snapshot holds (Kafka's ``image.write``).
 
-``image_records(image)`` gives, in Kafka's ``MetadataImage.write`` order (cluster, topics,
-configs, producer ids, ACLs, SCRAM): a RegisterBrokerRecord per registered broker (its epoch,
+``image_records(image)`` gives, in Kafka's ``MetadataImage.write`` order (features, cluster,
+topics, configs, producer ids, ACLs, SCRAM): a FeatureLevelRecord per finalized feature,
+``metadata.version`` first (Kafka's loader refuses a snapshot without it); a RegisterBrokerRecord per registered broker (its epoch,
 fencing and controlled-shutdown state included, as Kafka's ``BrokerRegistration.toRecord``); per
 topic its TopicRecord and a PartitionRecord per partition (reassignment, leader recovery state
 and ELR included); a
@@ -39,6 +40,7 @@ from replication.metadata.image import (
     MetadataImage,
     TopicImage,
     cluster_id_record,
+    feature_level_records,
 )
 from replication.metadata.scram import ScramCredentials
 
@@ -46,6 +48,7 @@ __all__ = ["copy_image", "image_records"]
 
 
 def image_records(image: MetadataImage) -> Iterator[Message]:
+    yield from feature_level_records(image)
     if image.cluster_id is not None:
         yield cluster_id_record(image.cluster_id)
     for registration in image.brokers.by_id.values():
@@ -119,4 +122,5 @@ def copy_image(image: MetadataImage) -> MetadataImage:
                                 for user, mechanisms in image.scram.by_user.items()}),
         brokers=image.brokers.copy(),
         cluster_id=image.cluster_id,
+        features=dict(image.features),
     )
