@@ -223,6 +223,12 @@ def unexplained(api_key: int, found: list[Difference],
 USED: set[Allowed] = set()
 
 
+def describe(request: Any, limit: int = 600) -> str:
+    """A request's repr, record bytes left out, cut at ``limit`` characters."""
+    text = re.sub(r"records=(b'[^']*'|b\"[^\"]*\"|<memory at [^>]*>)", "records=...", repr(request))
+    return text[:limit]
+
+
 class Wire:
     """One blocking connection; ``call`` returns the decoded answer or ``CLOSED``."""
 
@@ -316,16 +322,16 @@ class Pair:
         """Send to both; fail on any difference no allowlist entry (or ``allow``) covers."""
         api_key = request.API_KEY if api_key is None else api_key
         kafka, samsa = self.both(request, version, api_key=api_key)
-        self.assert_same(api_key, version, kafka, samsa, allow=allow)
+        self.assert_same(api_key, version, kafka, samsa, allow=allow, request=request)
         return kafka, samsa
 
     def assert_same(self, api_key: int, version: int, kafka: Any, samsa: Any, *,
-                    allow: list[Allowed] | None = None) -> None:
+                    allow: list[Allowed] | None = None, request: Any = None) -> None:
         found = differences(plain(kafka), plain(samsa))
         left = unexplained(api_key, found, ALLOWLIST + (allow or []))
         name = RESPONSES[api_key].__name__
         assert not left, f"{name} v{version}: {len(left)} unexplained difference(s):\n" + \
-            "\n".join(f"  {d}" for d in left)
+            "\n".join(f"  {d}" for d in left) + f"\nrequest: {describe(request)}"
 
     def close(self) -> None:
         self.kafka.close()

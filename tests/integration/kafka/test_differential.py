@@ -27,13 +27,29 @@ from protocol.messages.create_topics_request import (
     CreateTopicsRequest,
 )
 from protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from protocol.messages.init_producer_id_request import InitProducerIdRequest
+from protocol.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
 from protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from protocol.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from protocol.records import Record, encode_batch
 from tests.integration.conftest import BrokerProcess
 from tests.integration.kafka.differential import (
     API_VERSIONS,
     CLOSED,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    FETCH,
+    LIST_OFFSETS,
     METADATA,
     PRODUCE,
     Allowed,
@@ -89,7 +105,7 @@ def each(pair: Pair, version: int, build: Any, *, allow: list[Allowed] | None = 
     request = build("kafka")
     kafka = pair.kafka.call(request, version)
     samsa = pair.samsa.call(build("samsa"), version)
-    pair.assert_same(request.API_KEY, version, kafka, samsa, allow=allow)
+    pair.assert_same(request.API_KEY, version, kafka, samsa, allow=allow, request=request)
     return kafka, samsa
 
 
@@ -104,17 +120,27 @@ def create_topic(pair: Pair, topic: str, partitions: int = 1, **configs: str) ->
 
 
 def await_leaders(pair: Pair, topic: str, timeout_s: float = 20) -> None:
-    """Metadata until both brokers name a leader for every partition of ``topic``."""
+    """Until both brokers lead every partition of ``topic``: Kafka's Metadata names the leader
+    (from its metadata cache) a moment before its replica manager takes the lead, and answers
+    NOT_LEADER_OR_FOLLOWER meanwhile, so ListOffsets (answered by the replica manager) too."""
     deadline = time.monotonic() + timeout_s
-    request = MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
-                              allow_auto_topic_creation=False)
+    described = MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                allow_auto_topic_creation=False)
     for wire in (pair.kafka, pair.samsa):
-        while True:
-            (described,) = wire.call(request, 12).topics
-            if described.error_code == 0 and all(p.leader_id >= 0 for p in described.partitions):
-                break
+        while not _leads(wire, described, topic):
             assert time.monotonic() < deadline, f"{topic}: no leader in {timeout_s} s"
             time.sleep(0.02)
+
+
+def _leads(wire: Wire, described: MetadataRequest, topic: str) -> bool:
+    (answer,) = wire.call(described, 12).topics
+    if answer.error_code != 0 or any(p.leader_id < 0 for p in answer.partitions):
+        return False
+    listed = wire.call(ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(
+        name=topic, partitions=[ListOffsetsPartition(partition_index=p.partition_index,
+                                                     timestamp=LATEST)
+                                for p in answer.partitions])]), LIST_OFFSETS_MODERN)
+    return all(p.error_code == 0 for p in listed.topics[0].partitions)
 
 
 # -- ApiVersions and requests both must refuse --------------------------------------------------
@@ -223,3 +249,178 @@ def test_delete_topics(pair: Pair, versions: dict[int, tuple[int, int]]) -> None
         else:
             pair.compare(DeleteTopicsRequest(topic_names=[topic, name("never")],
                                              timeout_ms=10000), version)
+
+
+# -- records: Produce, ListOffsets, Fetch, DeleteRecords ---------------------------------------
+
+T0 = 1_700_000_000_000  # record timestamps are fixed, so both logs hold the same bytes
+
+
+def batch(count: int = 2, *, first: int = 0, producer_id: int = -1, producer_epoch: int = -1,
+          base_sequence: int = -1, transactional: bool = False, value_size: int = 8) -> bytes:
+    return encode_batch([Record(offset=i, timestamp=T0 + 1000 * (first + i), key=b"k%d" % i,
+                                value=b"v" * value_size) for i in range(count)],
+                        producer_id=producer_id, producer_epoch=producer_epoch,
+                        base_sequence=base_sequence, is_transactional=transactional)
+
+
+def produce(topic: str, records: bytes, *, partition: int = 0, acks: int = -1,
+            transactional_id: str | None = None) -> ProduceRequest:
+    return ProduceRequest(acks=acks, timeout_ms=10000, transactional_id=transactional_id,
+                          topic_data=[TopicProduceData(name=topic, partition_data=[
+                              PartitionProduceData(index=partition, records=records)])])
+
+
+def corrupt(records: bytes) -> bytes:
+    damaged = bytearray(records)
+    damaged[-1] ^= 0xFF  # the last value byte: the CRC no longer matches
+    return bytes(damaged)
+
+
+def test_produce(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    for version in span(versions, PRODUCE, 7, 9, least=3):  # v0-v2 are listed, not served
+        topic = name(f"produce-v{version}")
+        create_topic(pair, topic, 2)
+        for request in (produce(topic, batch(), acks=1), produce(topic, batch(3, first=2)),
+                        produce(topic, batch(), partition=5),
+                        produce(name("produce-missing"), batch()),
+                        produce(topic, corrupt(batch())),
+                        produce(topic, batch(1, value_size=1_100_000)),
+                        produce(topic, batch(), acks=2)):
+            pair.compare(request, version)
+        pair.both(produce(topic, batch(), acks=0), version, expect_response=False)
+        compare_list_offsets(pair, version=LIST_OFFSETS_MODERN, topic=topic,
+                             timestamps=(LATEST,), partitions=(0,))
+
+
+def init_producer_id(pair: Pair, transactional_id: str | None = None) -> dict[str, tuple[int, int]]:
+    """Each broker's (producer id, epoch) for a new producer, once its coordinator is ready."""
+    request = InitProducerIdRequest(transactional_id=transactional_id,
+                                    transaction_timeout_ms=60000)
+    kafka, samsa = settled(pair, request, 4, lambda response: [response.error_code])
+    pair.assert_same(request.API_KEY, 4, kafka, samsa)
+    return {"kafka": (kafka.producer_id, kafka.producer_epoch),
+            "samsa": (samsa.producer_id, samsa.producer_epoch)}
+
+
+# Coordinators start on first use (their topic is created then): a client retries these.
+RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+
+
+def settled(pair: Pair, request: Any, version: int, codes: Any,
+            timeout_s: float = 30) -> tuple[Any, Any]:
+    """Each broker's answer once ``codes(answer)`` holds no retriable error; while a broker's
+    coordinator is loading the brokers may say so differently (Kafka NOT_COORDINATOR, Samsa
+    COORDINATOR_LOAD_IN_PROGRESS): both are retriable, and clients retry both alike."""
+    answers = []
+    for wire in (pair.kafka, pair.samsa):
+        deadline = time.monotonic() + timeout_s
+        while set(codes(answer := wire.call(request, version))) & RETRIABLE:
+            assert time.monotonic() < deadline, f"still {answer} after {timeout_s} s"
+            time.sleep(0.05)
+        answers.append(answer)
+    return answers[0], answers[1]
+
+
+def test_idempotent_produce(pair: Pair) -> None:
+    topic = name("idempotent")
+    create_topic(pair, topic)
+    producers = init_producer_id(pair)
+
+    def send(sequence: int, count: int = 2) -> Any:
+        return lambda side: produce(topic, batch(count, producer_id=producers[side][0],
+                                                 producer_epoch=producers[side][1],
+                                                 base_sequence=sequence))
+
+    for sequence in (0, 2, 2, 0, 7, 4):  # in order, a duplicate, an older duplicate, a gap
+        each(pair, 9, send(sequence), allow=[DUPLICATE_APPEND_TIME])
+    bumped = {side: (pid, epoch + 1) for side, (pid, epoch) in producers.items()}
+    each(pair, 9, lambda side: produce(topic, batch(producer_id=bumped[side][0],
+                                                    producer_epoch=bumped[side][1],
+                                                    base_sequence=5)))
+    each(pair, 9, lambda side: produce(topic, batch(producer_id=123456789, producer_epoch=0,
+                                                    base_sequence=3)))
+
+
+# Kafka answers a retried (duplicate) batch with log_append_time_ms = the batch's max timestamp
+# even on a CreateTime topic (UnifiedLog: ``setLogAppendTime(duplicate.timestamp)``), against
+# the field's own definition (-1 for CreateTime); Samsa answers -1 there, as for the original
+# append (storage/log_append.py ``duplicate_result``).
+DUPLICATE_APPEND_TIME = Allowed(PRODUCE, "*log_append_time_ms", "a duplicate's append time")
+
+
+def transactional_producer(pair: Pair, transactional_id: str) -> dict[str, tuple[int, int]]:
+    """FindCoordinator for the transactional id (which starts the transaction coordinator, as
+    a client's first step), then InitProducerId."""
+    settled(pair, FindCoordinatorRequest(key_type=1, coordinator_keys=[transactional_id]), 4,
+            lambda response: [c.error_code for c in response.coordinators])
+    return init_producer_id(pair, transactional_id)
+
+
+def test_transactional_produce_outside_a_transaction(pair: Pair) -> None:
+    topic = name("not-in-transaction")
+    create_topic(pair, topic)
+    transactional_id = name("txn-none")
+    producers = transactional_producer(pair, transactional_id)
+    each(pair, 9, lambda side: produce(topic, batch(
+        producer_id=producers[side][0], producer_epoch=producers[side][1], base_sequence=0,
+        transactional=True), transactional_id=transactional_id))
+
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LIST_OFFSETS_MODERN = 7
+
+
+def compare_list_offsets(pair: Pair, *, version: int, topic: str, timestamps: tuple[int, ...],
+                         partitions: tuple[int, ...] = (0,)) -> None:
+    for timestamp in timestamps:
+        pair.compare(ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsTopic(
+            name=topic, partitions=[ListOffsetsPartition(partition_index=p, timestamp=timestamp)
+                                    for p in partitions])]), version)
+
+
+def test_list_offsets(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    topic = name("list-offsets")
+    create_topic(pair, topic, 2)
+    pair.compare(produce(topic, batch(3)), 9)
+    pair.compare(produce(topic, batch(2, first=3)), 9)
+    for version in span(versions, LIST_OFFSETS, 1, LIST_OFFSETS_MODERN):
+        timestamps = (LATEST, EARLIEST, T0 - 1, T0 + 1000, T0 + 1500, T0 + 4000, T0 + 99_000,
+                      *((MAX_TIMESTAMP,) if version >= 7 else ()))
+        compare_list_offsets(pair, version=version, topic=topic, timestamps=timestamps,
+                             partitions=(0, 1, 7))
+
+
+def fetch(topic: str | dict[str, uuid.UUID], version: int, side: str = "kafka", *,
+          offset: int = 0, partition: int = 0, partition_max_bytes: int = 1 << 20,
+          max_bytes: int = 50 << 20, isolation_level: int = 0) -> FetchRequest:
+    fetched = FetchTopic(partitions=[FetchPartition(partition=partition, fetch_offset=offset,
+                                                    partition_max_bytes=partition_max_bytes)])
+    if isinstance(topic, dict):
+        fetched.topic_id = topic[side]
+    else:
+        fetched.topic = topic
+    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                        isolation_level=isolation_level, session_epoch=-1, topics=[fetched])
+
+
+def topic_ids(pair: Pair, topic: str) -> dict[str, uuid.UUID]:
+    request = MetadataRequest(topics=[MetadataRequestTopic(name=topic)])
+    return {side: wire.call(request, 12).topics[0].topic_id
+            for side, wire in (("kafka", pair.kafka), ("samsa", pair.samsa))}
+
+
+def test_fetch(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    topic = name("fetch")
+    create_topic(pair, topic, 2)
+    for first in (0, 3, 6):
+        pair.compare(produce(topic, batch(3, first=first)), 9)
+    ids = topic_ids(pair, topic)
+    for version in span(versions, FETCH, 11, 12):
+        named: str | dict[str, uuid.UUID] = ids if version >= 13 else topic
+        for options in ({}, {"offset": 3}, {"offset": 4}, {"offset": 9}, {"offset": 10},
+                        {"offset": -1}, {"partition": 1}, {"partition": 9},
+                        {"partition_max_bytes": 10}, {"max_bytes": 10},
+                        {"offset": 3, "partition_max_bytes": 200}):
+            each(pair, version, lambda side, o=options, n=named, v=version:
+                 fetch(n, v, side, **o))
