@@ -34,6 +34,7 @@ from protocol.frames import encode_request
 from protocol.messages import RESPONSES, response_header_version
 from protocol.messages.request_header import RequestHeader
 from protocol.messages.response_header import ResponseHeader
+from protocol.records import iter_batches
 
 __all__ = ["ALLOWLIST", "CLOSED", "Allowed", "Difference", "Pair", "Wire", "differences",
            "plain", "unexplained"]
@@ -143,6 +144,8 @@ ALLOWLIST: list[Allowed] = [
             kafka_only=True, samsa_only=True),
     Allowed(ANY, "*member_id", "member ids are generated (client id + a random UUID)"),
     Allowed(ANY, "*producer_id", "producer ids are allocated per cluster"),
+    Allowed(ANY, "*records[*:control].*timestamp", "a transaction marker is stamped with the "
+            "wall clock of the broker that writes it"),
     # --- configuration ----------------------------------------------------------------------
     Allowed(ANY, "*configs[min.insync.replicas].config_source", "Kafka 4's kafka-storage "
             "format writes a cluster-wide dynamic min.insync.replicas=1 (the ELR feature needs "
@@ -166,8 +169,9 @@ class Keyed(dict[str, Any]):
 def plain(value: Any) -> Any:
     """A decoded message as plain, comparable values (see the module docstring)."""
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in fields(value)
-                if f.name != "unknown_tagged_fields"}
+        return {f.name: _plain_records(item) if f.name == "records" else plain(item)
+                for f in fields(value) if f.name != "unknown_tagged_fields"
+                for item in [getattr(value, f.name)]}
     if isinstance(value, list):
         items = [plain(element) for element in value]
         key = _list_key(value)
@@ -179,6 +183,34 @@ def plain(value: Any) -> Any:
     if isinstance(value, memoryview):
         return bytes(value)
     return value
+
+
+def _plain_records(records: Any) -> Any:
+    """Record batches as a dict by base offset (``:control`` appended for a control batch),
+    each its header fields (the CRC left out: the contents are compared) and its records by
+    offset; a batch cut short at the end (a fetch's size limit) as ``partial_tail``, its size."""
+    if not isinstance(records, (bytes, bytearray, memoryview)):
+        return plain(records)
+    view = memoryview(records)
+    batches = Keyed()
+    consumed = 0
+    for batch in iter_batches(view, allow_partial_tail=True):
+        header = batch.header
+        consumed += header.size_in_bytes
+        key = f"{header.base_offset}:control" if header.is_control else str(header.base_offset)
+        batches[key] = {
+            **{name: getattr(header, name) for name in BATCH_FIELDS},
+            "records": Keyed((str(record.offset), {
+                "timestamp": record.timestamp, "key": record.key, "value": record.value,
+                "headers": list(record.headers)}) for record in batch.records)}
+    if consumed < view.nbytes:
+        batches["partial_tail"] = view.nbytes - consumed
+    return batches
+
+
+BATCH_FIELDS = ("batch_length", "partition_leader_epoch", "magic", "attributes",
+                "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
+                "producer_epoch", "base_sequence", "records_count")
 
 
 def _list_key(value: list[Any]) -> str | None:

@@ -20,6 +20,10 @@ from typing import Any
 import pytest
 
 from compat.apache_kafka import ApacheKafka
+from protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+)
 from protocol.messages.api_versions_request import ApiVersionsRequest
 from protocol.messages.create_topics_request import (
     CreatableTopic,
@@ -27,6 +31,7 @@ from protocol.messages.create_topics_request import (
     CreateTopicsRequest,
 )
 from protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from protocol.messages.end_txn_request import EndTxnRequest
 from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from protocol.messages.init_producer_id_request import InitProducerIdRequest
@@ -48,6 +53,7 @@ from tests.integration.kafka.differential import (
     CLOSED,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    END_TXN,
     FETCH,
     LIST_OFFSETS,
     METADATA,
@@ -307,19 +313,24 @@ def init_producer_id(pair: Pair, transactional_id: str | None = None) -> dict[st
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 
 
-def settled(pair: Pair, request: Any, version: int, codes: Any,
-            timeout_s: float = 30) -> tuple[Any, Any]:
+CONCURRENT_TRANSACTIONS = 51
+
+
+def settled(pair: Pair, request: Any, version: int, codes: Any) -> tuple[Any, Any]:
     """Each broker's answer once ``codes(answer)`` holds no retriable error; while a broker's
     coordinator is loading the brokers may say so differently (Kafka NOT_COORDINATOR, Samsa
     COORDINATOR_LOAD_IN_PROGRESS): both are retriable, and clients retry both alike."""
-    answers = []
-    for wire in (pair.kafka, pair.samsa):
-        deadline = time.monotonic() + timeout_s
-        while set(codes(answer := wire.call(request, version))) & RETRIABLE:
-            assert time.monotonic() < deadline, f"still {answer} after {timeout_s} s"
-            time.sleep(0.05)
-        answers.append(answer)
-    return answers[0], answers[1]
+    return (settled_one(pair.kafka, request, version, RETRIABLE, codes),
+            settled_one(pair.samsa, request, version, RETRIABLE, codes))
+
+
+def settled_one(wire: Wire, request: Any, version: int, retriable: set[int],
+                codes: Any = lambda answer: [answer.error_code], timeout_s: float = 30) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while set(codes(answer := wire.call(request, version))) & retriable:
+        assert time.monotonic() < deadline, f"still {answer} after {timeout_s} s"
+        time.sleep(0.05)
+    return answer
 
 
 def test_idempotent_produce(pair: Pair) -> None:
@@ -424,3 +435,94 @@ def test_fetch(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
                         {"offset": 3, "partition_max_bytes": 200}):
             each(pair, version, lambda side, o=options, n=named, v=version:
                  fetch(n, v, side, **o))
+
+
+# -- transactions: AddPartitionsToTxn, EndTxn, read_committed Fetch ----------------------------
+
+ProducerIds = dict[str, tuple[int, int]]
+
+
+def add_partitions(transactional_id: str, producers: ProducerIds, topic: str,
+                   partitions: list[int], *, epoch_delta: int = 0,
+                   producer_id: int | None = None) -> Any:
+    """``build(side)`` of AddPartitionsToTxn v3 (a client's) for each broker's producer."""
+    return lambda side: AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=producers[side][0] if producer_id is None else producer_id,
+        v3_and_below_producer_epoch=producers[side][1] + epoch_delta,
+        v3_and_below_topics=[AddPartitionsToTxnTopic(name=topic, partitions=partitions)])
+
+
+def end_txn(transactional_id: str, producers: ProducerIds, *, committed: bool,
+            epoch_delta: int = 0, producer_id: int | None = None) -> Any:
+    return lambda side: EndTxnRequest(
+        transactional_id=transactional_id, committed=committed,
+        producer_id=producers[side][0] if producer_id is None else producer_id,
+        producer_epoch=producers[side][1] + epoch_delta)
+
+
+def test_transaction_error_paths(pair: Pair) -> None:
+    topic = name("txn-errors")
+    create_topic(pair, topic)
+    transactional_id = name("txn-errors")
+    producers = transactional_producer(pair, transactional_id)
+    each(pair, 4, end_txn(transactional_id, producers, committed=True))  # nothing to end
+    each(pair, 3, add_partitions(transactional_id, producers, topic, [0], epoch_delta=1))
+    each(pair, 3, add_partitions(transactional_id, producers, topic, [0], epoch_delta=-1))
+    each(pair, 3, add_partitions(transactional_id, producers, topic, [0], producer_id=987654))
+    each(pair, 3, add_partitions(transactional_id, producers, topic, [7]))
+    each(pair, 3, add_partitions(name("txn-unknown"), producers, topic, [0]))
+    each(pair, 4, end_txn(name("txn-unknown"), producers, committed=False))
+    each(pair, 3, add_partitions(transactional_id, producers, topic, [0]))
+    each(pair, 4, end_txn(transactional_id, producers, committed=False, epoch_delta=1))
+    each(pair, 4, end_txn(transactional_id, producers, committed=False, producer_id=987654))
+    each(pair, 4, end_txn(transactional_id, producers, committed=False))
+    # Committing what was aborted: CONCURRENT_TRANSACTIONS while the abort's markers are
+    # written (how long is each broker's own), then INVALID_TXN_STATE.
+    committing = end_txn(transactional_id, producers, committed=True)
+    answers = [settled_one(wire, committing(side), 4, {CONCURRENT_TRANSACTIONS})
+               for side, wire in (("kafka", pair.kafka), ("samsa", pair.samsa))]
+    pair.assert_same(END_TXN, 4, *answers)
+
+
+def test_read_committed_fetch_lists_aborted_transactions(
+        pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    topic = name("read-committed")
+    create_topic(pair, topic)
+    transactional_id = name("txn-aborted")
+    producers = transactional_producer(pair, transactional_id)
+    pair.compare(produce(topic, batch(2)), 9)  # offsets 0-1, plain
+    each(pair, 3, add_partitions(transactional_id, producers, topic, [0]))
+    each(pair, 9, lambda side: produce(topic, batch(
+        3, first=2, producer_id=producers[side][0], producer_epoch=producers[side][1],
+        base_sequence=0, transactional=True), transactional_id=transactional_id))
+    for isolation_level in (0, 1):  # offsets 2-4 open: the last stable offset is 2
+        pair.compare(fetch(topic, 12, isolation_level=isolation_level), 12)
+    each(pair, 4, end_txn(transactional_id, producers, committed=False))
+    await_stable(pair, topic, 6)  # the abort marker at 5
+    pair.compare(produce(topic, batch(1, first=6)), 9)  # offset 6, plain
+    for version in span(versions, FETCH, 11, 12):
+        for isolation_level in (0, 1):
+            for offset in (0, 2, 5, 6, 7):
+                each(pair, version, lambda side, v=version, i=isolation_level, o=offset: fetch(
+                    topic_ids(pair, topic) if v >= 13 else topic, v, side, offset=o,
+                    isolation_level=i))
+    for isolation_level in (0, 1):
+        pair.compare(ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
+            ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(
+                partition_index=0, timestamp=LATEST)])]), LIST_OFFSETS_MODERN)
+
+
+def await_stable(pair: Pair, topic: str, offset: int, timeout_s: float = 20) -> None:
+    """Until both brokers' last stable offset of ``topic``-0 reaches ``offset`` (the markers
+    of a completed transaction are written after EndTxn is answered)."""
+    deadline = time.monotonic() + timeout_s
+    for wire in (pair.kafka, pair.samsa):
+        while stable_offset(wire, topic) < offset:
+            assert time.monotonic() < deadline, f"{topic}: not stable at {offset}"
+            time.sleep(0.02)
+
+
+def stable_offset(wire: Wire, topic: str) -> int:
+    fetched = wire.call(fetch(topic, 12, isolation_level=1), 12)
+    return int(fetched.responses[0].partitions[0].last_stable_offset)
