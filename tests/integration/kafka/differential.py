@@ -27,6 +27,7 @@ import re
 import socket
 import struct
 from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -43,7 +44,7 @@ ANY = "*"
 MISSING = "<missing>"
 # Fields whose value names an element of a list: the list is compared as a dict by it.
 KEY_FIELDS = ("api_key", "name", "topic", "topic_name", "partition_index", "partition",
-              "index", "resource_name", "group_id", "key", "member_id", "log_dir",
+              "index", "resource_name", "group_id", "key", "member_id",
               "transactional_id", "producer_id", "broker_id", "node_id", "feature")
 
 
@@ -135,6 +136,7 @@ ALLOWLIST: list[Allowed] = [
     Allowed(ANY, "*topic_id", "topic ids are random per broker"),
     Allowed(ANY, "*host", "both listen on 127.0.0.1, advertised differently (name vs address)"),
     Allowed(ANY, "*port", "ephemeral ports"),
+    Allowed(ANY, "*log_dir", "each broker's own log directory"),
     Allowed(ANY, "*node_id", "node ids are set per broker (Kafka's test node is 1)"),
     Allowed(ANY, "*controller_id", "the broker's own node id (see node_id)"),
     Allowed(ANY, "*leader_id", "the broker's own node id (see node_id)"),
@@ -147,6 +149,8 @@ ALLOWLIST: list[Allowed] = [
     Allowed(ANY, "*records[*:control].*timestamp", "a transaction marker is stamped with the "
             "wall clock of the broker that writes it"),
     # --- configuration ----------------------------------------------------------------------
+    Allowed(ANY, "*configs[min.insync.replicas].synonyms", "see the next entry: Kafka lists "
+            "the cluster-wide value as a synonym too"),
     Allowed(ANY, "*configs[min.insync.replicas].config_source", "Kafka 4's kafka-storage "
             "format writes a cluster-wide dynamic min.insync.replicas=1 (the ELR feature needs "
             "one), so Kafka reports DYNAMIC_DEFAULT_BROKER_CONFIG (3) where Samsa reports "
@@ -159,6 +163,51 @@ ALLOWLIST: list[Allowed] = [
             "segments), in the range Kafka leaves to private APIs", samsa_only=True),
     Allowed(API_VERSIONS, "supported_features*", FEATURES),
     Allowed(API_VERSIONS, "finalized_features*", FEATURES),
+]
+
+
+# Broker configs (DescribeConfigs of broker "1"; both test brokers are node 1).
+# Kafka's broker configs Samsa does not have (SASL OAUTHBEARER/Kerberos, remote log storage,
+# share and streams groups, KIP-848 groups, quotas, metrics reporters, socket and thread
+# tuning, ...): listed in this file, one a line, which the test holds Kafka's answer to.
+BROKER_CONFIGS_ONLY_IN_KAFKA = frozenset(
+    (Path(__file__).parent / "broker_configs_only_in_kafka.txt").read_text().split())
+_SET_BY_THE_KAFKA_NODE = (  # compat/apache_kafka.py ApacheKafka.properties(): KRaft, RF 1
+    "listeners", "advertised.listeners", "controller.listener.names", "controller.quorum.voters",
+    "inter.broker.listener.name", "listener.security.protocol.map", "log.dirs", "node.id",
+    "process.roles", "offsets.topic.replication.factor", "transaction.state.log.min.isr",
+    "transaction.state.log.replication.factor")
+_DYNAMIC_IN_KAFKA_ONLY = (  # Kafka can change these per broker at run time; Samsa cannot
+    "listeners", "listener.security.protocol.map", "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size", "num.recovery.threads.per.data.dir",
+    "num.replica.fetchers", "sasl.enabled.mechanisms",
+    "transaction.partition.verification.enable")
+_SAMSA_ONLY_BROKER_CONFIGS = {
+    "allow.everyone.if.no.acl.found": "StandardAuthorizer's; Kafka's authorizer configs are "
+    "not broker configs it describes",
+    "super.users": "StandardAuthorizer's (as allow.everyone.if.no.acl.found)",
+    "leader.imbalance.per.broker.percentage": "removed from Kafka 4.0; Samsa still reads it",
+    "unclean.leader.election.interval.ms": "an internal config in Kafka, not described",
+    "metadata.log.segment.min.bytes": "an internal config in Kafka, not described",
+    "log.segment.open.files.max": "Samsa's own: its bound on open segment files",
+    "metrics.port": "Samsa's own: the Prometheus endpoint",
+    "samsa.log.verify.on.startup": "Samsa's own: CRC checks of the logs at start-up",
+}
+BROKER_CONFIG_DIFFERENCES: list[Allowed] = [
+    Allowed(DESCRIBE_CONFIGS, "results[1].configs[*]", "see BROKER_CONFIGS_ONLY_IN_KAFKA",
+            kafka_only=True),
+    *[Allowed(DESCRIBE_CONFIGS, f"results[1].configs[{key}]", why, samsa_only=True)
+      for key, why in _SAMSA_ONLY_BROKER_CONFIGS.items()],
+    *[Allowed(DESCRIBE_CONFIGS, f"results[1].configs[{key}].{field}", "set by the test's Kafka "
+              "node (KRaft combined mode, replication factor 1); Samsa runs on its defaults")
+      for key in _SET_BY_THE_KAFKA_NODE for field in ("value", "config_source")],
+    *[Allowed(DESCRIBE_CONFIGS, f"results[1].configs[{key}].read_only", "Kafka updates it "
+              "per broker at run time (DynamicBrokerConfig); Samsa only at start")
+      for key in _DYNAMIC_IN_KAFKA_ONLY],
+    Allowed(DESCRIBE_CONFIGS, "results[1].configs[log.dir].value", "the default log directory "
+            "is named after the broker: /tmp/kafka-logs, /tmp/samsa-logs"),
+    Allowed(DESCRIBE_CONFIGS, "results[1].configs[replica.selector.class].value", "no selector: "
+            "Kafka's default is null, Samsa's the empty string"),
 ]
 
 

@@ -24,16 +24,42 @@ from protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
 )
+from protocol.messages.alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsRequest,
+    AlterConfigsResource,
+)
 from protocol.messages.api_versions_request import ApiVersionsRequest
 from protocol.messages.create_topics_request import (
     CreatableTopic,
     CreatableTopicConfig,
     CreateTopicsRequest,
 )
+from protocol.messages.delete_records_request import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
 from protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from protocol.messages.describe_cluster_request import DescribeClusterRequest
+from protocol.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from protocol.messages.describe_log_dirs_request import (
+    DescribableLogDirTopic,
+    DescribeLogDirsRequest,
+)
 from protocol.messages.end_txn_request import EndTxnRequest
 from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from protocol.messages.incremental_alter_configs_request import (
+    AlterableConfig as IncrementalConfig,
+)
+from protocol.messages.incremental_alter_configs_request import (
+    AlterConfigsResource as IncrementalResource,
+)
+from protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from protocol.messages.init_producer_id_request import InitProducerIdRequest
 from protocol.messages.list_offsets_request import (
     ListOffsetsPartition,
@@ -49,12 +75,20 @@ from protocol.messages.produce_request import (
 from protocol.records import Record, encode_batch
 from tests.integration.conftest import BrokerProcess
 from tests.integration.kafka.differential import (
+    ALTER_CONFIGS,
     API_VERSIONS,
+    BROKER_CONFIG_DIFFERENCES,
+    BROKER_CONFIGS_ONLY_IN_KAFKA,
     CLOSED,
     CREATE_TOPICS,
+    DELETE_RECORDS,
     DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_LOG_DIRS,
     END_TXN,
     FETCH,
+    INCREMENTAL_ALTER_CONFIGS,
     LIST_OFFSETS,
     METADATA,
     PRODUCE,
@@ -526,3 +560,121 @@ def await_stable(pair: Pair, topic: str, offset: int, timeout_s: float = 20) -> 
 def stable_offset(wire: Wire, topic: str) -> int:
     fetched = wire.call(fetch(topic, 12, isolation_level=1), 12)
     return int(fetched.responses[0].partitions[0].last_stable_offset)
+
+
+# -- DeleteRecords ----------------------------------------------------------------------------
+
+
+def test_delete_records(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    for version in span(versions, DELETE_RECORDS):
+        topic = name(f"delete-records-v{version}")
+        create_topic(pair, topic, 2)
+        pair.compare(produce(topic, batch(5)), 9)
+        for partitions in ([(0, 2)], [(0, 1)], [(0, -1)], [(0, 6)], [(1, 0)], [(5, 0)],
+                           [(0, 3), (1, 0)]):
+            pair.compare(DeleteRecordsRequest(timeout_ms=10000, topics=[DeleteRecordsTopic(
+                name=topic, partitions=[DeleteRecordsPartition(partition_index=p, offset=o)
+                                        for p, o in partitions])]), version)
+        pair.compare(DeleteRecordsRequest(timeout_ms=10000, topics=[DeleteRecordsTopic(
+            name=name("never"), partitions=[DeleteRecordsPartition(0, 0)])]), version)
+        compare_list_offsets(pair, version=LIST_OFFSETS_MODERN, topic=topic,
+                             timestamps=(EARLIEST, LATEST, T0), partitions=(0, 1))
+
+
+# -- configs: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs ---------------------------
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def describe(resource_type: int, resource_name: str, keys: list[str] | None = None,
+             synonyms: bool = False) -> DescribeConfigsRequest:
+    return DescribeConfigsRequest(include_synonyms=synonyms, resources=[DescribeConfigsResource(
+        resource_type=resource_type, resource_name=resource_name, configuration_keys=keys)])
+
+
+def test_describe_topic_configs(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    topic = name("described")
+    create_topic(pair, topic, retention_ms="3600000", cleanup_policy="compact")
+    for version in span(versions, DESCRIBE_CONFIGS, 1, 4):
+        pair.compare(describe(TOPIC_RESOURCE, topic, synonyms=version >= 1), version)
+        pair.compare(describe(TOPIC_RESOURCE, topic, ["retention.ms", "no.such.config"]),
+                     version)
+        pair.compare(describe(TOPIC_RESOURCE, name("never")), version)
+        pair.compare(describe(TOPIC_RESOURCE, ""), version)
+
+
+def test_describe_broker_configs(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    """The broker's configs: the names both have must agree on everything but the values this
+    test's brokers set differently; BROKER_CONFIGS_ONLY_IN_KAFKA lists Kafka's others."""
+    for version in span(versions, DESCRIBE_CONFIGS, 4):
+        kafka, samsa = pair.compare(describe(BROKER_RESOURCE, "1"), version,
+                                    allow=BROKER_CONFIG_DIFFERENCES)
+        pair.compare(describe(BROKER_RESOURCE, "2"), version)
+        pair.compare(describe(BROKER_RESOURCE, "not-a-number"), version)
+    names = {c.name for c in kafka.results[0].configs} - {c.name for c in samsa.results[0].configs}
+    assert names == BROKER_CONFIGS_ONLY_IN_KAFKA, sorted(names ^ BROKER_CONFIGS_ONLY_IN_KAFKA)
+
+
+def test_alter_configs(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    topic = name("altered")
+    create_topic(pair, topic)
+    cases = [{"retention.ms": "7200000"}, {"retention.ms": "abc"}, {"no.such.config": "1"},
+             {"cleanup.policy": "bogus"}, {"min.insync.replicas": "0"}, {"retention.ms": None}]
+    for version in span(versions, ALTER_CONFIGS):
+        for validate_only in (True, False):
+            for configs in cases:
+                pair.compare(AlterConfigsRequest(validate_only=validate_only, resources=[
+                    AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=topic,
+                                         configs=[AlterableConfig(name=k, value=v)
+                                                  for k, v in configs.items()])]), version)
+                pair.compare(describe(TOPIC_RESOURCE, topic, ["retention.ms"]), 4)
+        pair.compare(AlterConfigsRequest(resources=[AlterConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=name("never"),
+            configs=[AlterableConfig(name="retention.ms", value="1")])]), version)
+
+
+# An unknown config operation: Kafka's OpType.forId throws, and the unhandled exception becomes
+# UNKNOWN_SERVER_ERROR; Samsa refuses the request as INVALID_REQUEST.
+UNKNOWN_OPERATION = Allowed(INCREMENTAL_ALTER_CONFIGS, "responses[*].error_code",
+                            "an unknown config operation: Kafka -1 (a crash), Samsa 42")
+
+
+def test_incremental_alter_configs(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    topic = name("incremental")
+    create_topic(pair, topic)
+    cases = [("retention.ms", SET, "7200000"), ("retention.ms", SET, "abc"),
+             ("no.such.config", SET, "1"), ("cleanup.policy", APPEND, "compact"),
+             ("cleanup.policy", SUBTRACT, "delete"), ("cleanup.policy", SET, "bogus"),
+             ("retention.ms", APPEND, "1"), ("retention.ms", DELETE, None),
+             ("min.insync.replicas", SET, "0"), ("retention.ms", 9, "1")]
+    for version in span(versions, INCREMENTAL_ALTER_CONFIGS):
+        for validate_only in (True, False):
+            for key, operation, value in cases:
+                pair.compare(IncrementalAlterConfigsRequest(
+                    validate_only=validate_only, resources=[IncrementalResource(
+                        resource_type=TOPIC_RESOURCE, resource_name=topic,
+                        configs=[IncrementalConfig(name=key, config_operation=operation,
+                                                   value=value)])]), version,
+                             allow=[UNKNOWN_OPERATION] if operation > SUBTRACT else [])
+                pair.compare(describe(TOPIC_RESOURCE, topic,
+                                      ["retention.ms", "cleanup.policy"]), 4)
+
+
+# -- the cluster: DescribeCluster, DescribeLogDirs ---------------------------------------------
+
+
+def test_describe_cluster(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    for version in span(versions, DESCRIBE_CLUSTER):
+        pair.compare(DescribeClusterRequest(), version)
+
+
+def test_describe_log_dirs(pair: Pair, versions: dict[int, tuple[int, int]]) -> None:
+    topic = name("log-dirs")
+    create_topic(pair, topic, 2)
+    pair.compare(produce(topic, batch(3)), 9)
+    for version in span(versions, DESCRIBE_LOG_DIRS):
+        pair.compare(DescribeLogDirsRequest(topics=[DescribableLogDirTopic(
+            topic=topic, partitions=[0, 1, 5])]), version)
+        pair.compare(DescribeLogDirsRequest(topics=[DescribableLogDirTopic(
+            topic=name("never"), partitions=[0])]), version)
