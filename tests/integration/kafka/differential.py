@@ -13,12 +13,18 @@ does not matter and paths read ``topics[orders].partitions[0].error_code``. Two 
 walked together; every leaf that differs, and every key present on one side only, is a
 ``Difference(path, kafka, samsa)``.
 
+Record batches (a ``records`` field) are decoded: a dict by base offset (``5:control`` for a
+control batch) of the header fields (not the CRC) and the records by offset.
+
 ``ALLOWLIST`` is the one table of intended differences: each entry names the API, a path
-pattern (``*`` matches any run of characters, ``.`` and ``[]`` included) and why. An entry either ignores
-the values (they differ by nature: node ids, ports, topic ids, throttle times, error texts)
-or, with ``kafka_only`` / ``samsa_only``, accepts a key present on one side only (a config or
-an API one broker has and the other lacks). A test fails on any difference no entry covers.
-Every entry must be used by some test run (``unused_allowlist``) so stale ones get noticed.
+pattern (``*`` matches any run of characters, ``.`` and ``[]`` included) and why. An entry
+either accepts differing values (by nature: ports, topic ids, error texts...) or, with
+``kafka_only`` / ``samsa_only``, a key present on one side only (an API or a config one broker
+has and the other lacks). ``SITUATIONAL`` entries hold for one request only and are named by
+the test that sends it (``allow=``). A test fails on any difference no entry covers, and the
+module's last test fails on an entry no difference needed (stale: Samsa or Kafka changed),
+but for those marked ``sometimes`` (a difference of timing).
+Kafka's broker configs Samsa lacks are listed in ``broker_configs_only_in_kafka.txt``.
 """
 
 from __future__ import annotations

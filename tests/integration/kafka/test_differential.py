@@ -1,13 +1,27 @@
 """Samsa against Apache Kafka itself: the same requests to both, the answers compared.
 
 One Apache Kafka 4.3.1 node (``apache_kafka``, KRaft combined mode) and one Samsa broker
-(configured as the Kafka node is where the test fixture departs from Kafka's defaults:
+(configured as the Kafka node where the test fixture departs from Kafka's defaults:
 ``group.initial.rebalance.delay.ms=0``) live for the whole module. Each test sends scripted
-request sequences, built with Samsa's generated codec at the versions modern clients use and
-at the oldest and newest versions both brokers advertise, and compares the responses field
-by field (``differential.py``); whatever may differ is in its ``ALLOWLIST`` or in an
-``allow=`` list next to the request, each entry with its reason. Topic and group names carry
-a per-run suffix, so both brokers start each sequence from the same state.
+request sequences (``differential_requests.py``), built with Samsa's generated codec at the
+versions modern clients use and at the oldest and newest versions both brokers advertise, and
+compares the responses field by field (``differential.py``); whatever may differ is in its
+``ALLOWLIST`` or ``SITUATIONAL`` entries, each with its reason.
+
+Sequences: ApiVersions (the ranges: which APIs one broker has and the other lacks); requests
+both must refuse (unknown API key, unsupported version, ApiVersions above its range);
+CreateTopics (valid, duplicate, invalid names, bad partitions / replication factor / config
+names / values, validate_only); Metadata (existing, missing, auto-created, by topic id);
+DeleteTopics; Produce (acks 0/1/-1/2, missing partition or topic, corrupt CRC, oversize,
+idempotent duplicates / gaps / fenced epoch, transactional outside a transaction);
+ListOffsets (earliest, latest, max timestamp, by timestamp, bad partition); Fetch (out of
+range, size limits, an empty partition, read_committed with an aborted transaction);
+AddPartitionsToTxn / EndTxn error paths; DeleteRecords; DescribeConfigs (topic, broker),
+AlterConfigs, IncrementalAlterConfigs (bad names and values, validate_only); DescribeCluster;
+DescribeLogDirs; a consumer group (unknown member, wrong generation, commits, leave).
+
+Retriable answers while a coordinator loads are retried, as clients do (``settled``); topic
+creation waits until both brokers lead every partition (``await_leaders``).
 """
 
 from __future__ import annotations
