@@ -200,7 +200,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "controller.quorum.bootstrap.servers": BrokerKey("", parse_bootstrap_servers),
     "controller.listener.names": BrokerKey(None, parse_listener_names),
     "inter.broker.listener.name": BrokerKey(None),
-    "inter.broker.security.protocol": BrokerKey("PLAINTEXT", parse_security_protocol),
+    "security.inter.broker.protocol": BrokerKey("PLAINTEXT", parse_security_protocol),
     "broker.rack": BrokerKey(None),
     "controller.quorum.election.timeout.ms": BrokerKey("1000", _integer(1, INT_MAX)),
     "controller.quorum.fetch.timeout.ms": BrokerKey("2000", _integer(1, INT_MAX)),

@@ -103,8 +103,8 @@ TOPIC_CONFIG_TYPES: dict[str, int] = {
 }
 
 _BROKER_ONLY_TYPES: dict[str, int] = {
-    "node.id": INT, "listeners": STRING, "advertised.listeners": STRING, "log.dirs": STRING,
-    "log.dir": STRING, "num.partitions": INT, "default.replication.factor": INT,
+    "node.id": INT, "listeners": LIST, "advertised.listeners": LIST, "log.dirs": LIST,
+    "log.dir": LIST, "num.partitions": INT, "default.replication.factor": INT,
     "auto.create.topics.enable": BOOLEAN, "socket.request.max.bytes": INT,
     "queued.max.requests": INT, "connections.max.idle.ms": LONG,
     "num.recovery.threads.per.data.dir": INT, "log.retention.check.interval.ms": LONG,
@@ -118,6 +118,35 @@ _BROKER_ONLY_TYPES: dict[str, int] = {
     "metadata.log.max.snapshot.interval.ms": LONG, "metadata.max.retention.bytes": LONG,
     "metadata.max.retention.ms": LONG, "metadata.log.segment.bytes": INT,
     "metadata.log.segment.min.bytes": INT, "metadata.log.segment.ms": LONG,
+    # As Apache Kafka 4.3.1's DescribeConfigs types them (tests/integration/kafka/
+    # test_differential.py compares).
+    "authorizer.class.name": STRING, "auto.leader.rebalance.enable": BOOLEAN,
+    "broker.heartbeat.interval.ms": INT, "broker.rack": STRING,
+    "broker.session.timeout.ms": INT, "connections.max.reauth.ms": LONG,
+    "controller.listener.names": LIST, "controller.quorum.append.linger.ms": INT,
+    "controller.quorum.bootstrap.servers": LIST, "controller.quorum.election.backoff.max.ms": INT,
+    "controller.quorum.election.timeout.ms": INT, "controller.quorum.fetch.timeout.ms": INT,
+    "controller.quorum.request.timeout.ms": INT, "controller.quorum.retry.backoff.ms": INT,
+    "controller.quorum.voters": LIST, "group.initial.rebalance.delay.ms": INT,
+    "group.max.session.timeout.ms": INT, "group.max.size": INT,
+    "group.min.session.timeout.ms": INT, "initial.broker.registration.timeout.ms": INT,
+    "inter.broker.listener.name": STRING, "leader.imbalance.check.interval.seconds": LONG,
+    "listener.security.protocol.map": STRING, "num.replica.fetchers": INT,
+    "offset.metadata.max.bytes": INT, "offsets.retention.check.interval.ms": LONG,
+    "offsets.retention.minutes": INT, "offsets.topic.replication.factor": SHORT,
+    "offsets.topic.segment.bytes": INT, "process.roles": LIST, "replica.fetch.backoff.ms": INT,
+    "replica.fetch.max.bytes": INT, "replica.fetch.min.bytes": INT,
+    "replica.fetch.response.max.bytes": INT, "replica.fetch.wait.max.ms": INT,
+    "replica.high.watermark.checkpoint.interval.ms": LONG, "replica.lag.time.max.ms": LONG,
+    "replica.selector.class": STRING, "replica.socket.timeout.ms": INT,
+    "sasl.enabled.mechanisms": LIST, "sasl.server.max.receive.size": INT,
+    "security.inter.broker.protocol": STRING,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": INT,
+    "transaction.max.timeout.ms": INT, "transaction.partition.verification.enable": BOOLEAN,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": INT,
+    "transaction.state.log.min.isr": INT, "transaction.state.log.num.partitions": INT,
+    "transaction.state.log.replication.factor": SHORT,
+    "transaction.state.log.segment.bytes": INT, "transactional.id.expiration.ms": INT,
 }
 
 # A topic config -> its broker-wide default's first synonym (Kafka's TOPIC_CONFIG_SYNONYMS).
@@ -202,7 +231,7 @@ def _to_validate(
     """What ``BrokerConfig.from_properties`` re-checks: the static keys the file or overrides
     set, not the defaults filled in for the others (a default passed as if set trips Kafka's
     either-or rules: ``inter.broker.listener.name`` beside a defaulted
-    ``inter.broker.security.protocol`` is "Only one of ... should be set"), the dynamic layers
+    ``security.inter.broker.protocol`` is "Only one of ... should be set"), the dynamic layers
     over them."""
     explicit = {k: v for k, v in static.properties.items() if k in static.explicit_keys}
     return _known({**explicit, **cluster, **node})

@@ -117,10 +117,13 @@ def _ratio(key: str, raw: str) -> float:
 
 
 def _cleanup_policy(key: str, raw: str) -> tuple[str, ...]:
-    policies = tuple(sorted({p.strip() for p in raw.split(",") if p.strip()}))
+    """A list of ``delete`` and/or ``compact``; empty (Kafka 4.2+) is infinite retention: no
+    segment is deleted or compacted, only those below the log start offset go."""
+    # In the order given, as Kafka's list (IncrementalAlterConfigs APPEND adds at the end).
+    policies = tuple(dict.fromkeys(p.strip() for p in raw.split(",") if p.strip()))
     allowed = {CLEANUP_POLICY_DELETE, CLEANUP_POLICY_COMPACT}
-    if not policies or not set(policies) <= allowed:
-        raise ConfigError(key, raw, "must be a list of 'delete' and/or 'compact'")
+    if not set(policies) <= allowed:
+        raise ConfigError(key, raw, "must be a list of 'delete' and/or 'compact', or empty")
     return policies
 
 

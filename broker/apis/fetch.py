@@ -22,7 +22,8 @@ Authorization (with an authorizer, as Kafka's ``handleFetchRequest``): each topi
 else its partitions answer TOPIC_AUTHORIZATION_FAILED (and the fetch returns at once, as for
 any error). Without an authorizer this costs one attribute check per read.
 
-Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+Errors per partition (with high watermark, last stable offset and log start offset -1, as
+Kafka's ``createLogReadResult``): OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
 KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH; from
 v16 the first two carry the partition's current leader and the response those leaders'
 endpoints (KIP-951, ``broker.leader_hints``; the field exists from v12 but Kafka fills it only
@@ -104,6 +105,8 @@ FIRST_TOPIC_ID_VERSION = 13
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_REPLICA_STATE_VERSION = 15
 FIRST_RACK_VERSION = 11
+REFUSED_BEFORE_READ = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+                                 ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 FIRST_LEADER_HINT_VERSION = 16  # KIP-951: Kafka fills current_leader and node_endpoints from v16
 _LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 READ_COMMITTED = 1
@@ -433,11 +436,17 @@ def _response(
 def _partition_data(read: PartitionRead, isolation_level: int) -> PartitionData:
     index = read.key[2]
     aborted: list[AbortedTransaction] | None = [] if isolation_level == READ_COMMITTED else None
-    if read.partition is None:
+    if read.partition is None or read.error is not None:
+        # Kafka's createLogReadResult(e): a partition that failed (offset out of range
+        # included) carries no offsets, whatever the partition knows, and no aborted
+        # transactions (null); one refused before any read (unknown, not authorized: Kafka's
+        # ``FetchResponse.partitionResponse``) has the field's default, an empty list.
         assert read.error is not None
+        refused = read.partition is None and read.error.code in REFUSED_BEFORE_READ
         return PartitionData(
             partition_index=index, error_code=read.error.code, high_watermark=-1,
-            last_stable_offset=-1, log_start_offset=-1, aborted_transactions=aborted, records=b"",
+            last_stable_offset=-1, log_start_offset=-1,
+            aborted_transactions=[] if refused else None, records=b"",
         )
     partition = read.partition
     if aborted is not None:
@@ -448,7 +457,7 @@ def _partition_data(read: PartitionRead, isolation_level: int) -> PartitionData:
     return PartitionData(
         diverging_epoch=diverging,
         partition_index=index,
-        error_code=0 if read.error is None else read.error.code,
+        error_code=0,
         high_watermark=partition.high_watermark,
         last_stable_offset=partition.last_stable_offset,
         log_start_offset=partition.log_start_offset,

@@ -6,6 +6,11 @@ largest timestamp (KIP-734), -4 earliest local (the log start offset: no tiered 
 -5 latest tiered (nothing tiered: not found), otherwise the first offset whose timestamp is at
 or after it, if that offset is below the high watermark (read_committed: the last stable
 offset). Not found: offset -1, timestamp -1.
+The leader epoch answered (v4+) is Kafka's (``UnifiedLog.fetchOffsetByTimestamp``): latest,
+the partition's current leader epoch; earliest, the first cached epoch if it starts at or below
+the log start offset; a record found by timestamp, the epoch that wrote it (the leader epoch
+cache's entry for its offset: a leader's batches carry the epoch the cache records); nothing
+found (or latest tiered), -1.
 A follower (``replica_id`` >= 0) asking for the latest offset gets the leader's log end
 offset (Kafka's isolation "none"), which its fetcher needs after OFFSET_OUT_OF_RANGE.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER
@@ -35,11 +40,11 @@ from protocol.messages.list_offsets_response import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
+from replication.partition import Partition
 from storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
 )
 
 logger = logging.getLogger("samsa.broker.apis.list_offsets")
@@ -90,25 +95,39 @@ def _lookup_or_raise(
     if replica_id != DEBUGGING_REPLICA_ID:
         partition.check_leader()
     answer = ListOffsetsPartitionResponse(partition_index=requested.partition_index)
-    if context.api_version >= LEADER_EPOCH_VERSION:  # v1-v3 lack the field: it stays unset
-        answer.leader_epoch = partition.leader_epoch
     timestamp = requested.timestamp
     last_fetchable = (partition.log_end_offset if replica_id >= 0
                       else partition.last_stable_offset if read_committed
                       else partition.high_watermark)
+    epoch = -1
     if timestamp == LATEST_TIMESTAMP:
-        answer.offset = last_fetchable
+        answer.offset, epoch = last_fetchable, partition.leader_epoch
     elif timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         answer.offset = partition.log_start_offset
-    elif timestamp == LATEST_TIERED_TIMESTAMP:
-        pass
-    else:
+        epoch = _earliest_epoch(partition)
+    elif timestamp != LATEST_TIERED_TIMESTAMP:
         found = partition.log.offset_for_timestamp(timestamp)
         if found is not None and found.offset < last_fetchable:
             answer.offset, answer.timestamp = found.offset, found.timestamp
-    if timestamp == MAX_TIMESTAMP and answer.offset < 0:
-        answer.timestamp = -1
+            epoch = _or_unknown(partition.log.leader_epoch_cache.epoch_for_offset(found.offset))
+    if context.api_version >= LEADER_EPOCH_VERSION:  # v1-v3 lack the field: it stays unset
+        answer.leader_epoch = epoch
     return answer
+
+
+def _earliest_epoch(partition: Partition) -> int:
+    """Kafka's: the first cached epoch if it starts at or below the log start offset. Kafka
+    caches a leader's epoch even for an empty log; Samsa does not (``make_leader``), so an
+    empty log answers the epoch Kafka would have cached: the current one."""
+    entry = partition.log.leader_epoch_cache.earliest_entry
+    if entry is None:
+        empty = partition.log_start_offset == partition.log_end_offset
+        return partition.leader_epoch if empty else -1
+    return entry.epoch if entry.start_offset <= partition.log_start_offset else -1
+
+
+def _or_unknown(epoch: int | None) -> int:
+    return -1 if epoch is None else epoch
 
 
 def _failed(index: int, error: KafkaError) -> ListOffsetsPartitionResponse:

@@ -13,7 +13,10 @@ partition never fails the others: UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCE
 to a write to an internal topic), CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
 RECORD_LIST_TOO_LARGE (more bytes than ``segment.bytes``), INVALID_TIMESTAMP,
 KAFKA_STORAGE_ERROR; INVALID_REQUIRED_ACKS for the whole request. With acks=0 nothing is sent
-back, and an error closes the connection (as Kafka does, so the producer notices).
+back, and an error closes the connection (as Kafka does, so the producer notices). A failed
+partition answers base offset -1 and, as Kafka's ``appendToLocalLog``, log start offset -1 for
+the errors Kafka expects of an append (unknown partition, not leader, too large, corrupt,
+storage) and for a failed transaction verification, else the partition's log start offset.
 
 ApiVersions lists Produce from v0, as Kafka 4 does (KAFKA-18659): librdkafka before 2.10 (Debian's
 kcat 1.7.1 has 2.0.2) compresses only if the broker lists Produce v0. A v0-v2 request is
@@ -66,7 +69,6 @@ from broker.leader_hints import LeaderHints
 from protocol.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
-    InvalidTxnStateError,
     KafkaError,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
@@ -87,6 +89,14 @@ from replication.partition import Partition
 from storage.producer_state import AppendOrigin
 
 logger = logging.getLogger("samsa.broker.apis.produce")
+# Kafka's ``appendToLocalLog`` answers these append errors with UNKNOWN_LOG_APPEND_INFO (log
+# start offset -1); see ``_carries_log_start_offset``.
+NO_LOG_START_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.INVALID_TOPIC_EXCEPTION,
+})
+UNVERIFIED = "refused_before_append"  # the attribute marking a failed verification's error
 
 TRANSACTION_ABORTABLE_VERSION = 11  # Produce versions above 10 take TRANSACTION_ABORTABLE
 FIRST_LEADER_HINT_VERSION = 10  # KIP-951: current_leader and node_endpoints
@@ -259,7 +269,11 @@ def _answer(
     context: RequestContext, key: TopicPartition, outcome: PartitionAppend
 ) -> PartitionProduceResponse:
     if outcome.error is not None:
-        return _failed(key[1], outcome.error)
+        answer = _failed(key[1], outcome.error)
+        if _carries_log_start_offset(outcome.error):
+            partition = context.broker.replica_manager.partition(*key)
+            answer.log_start_offset = -1 if partition is None else partition.log_start_offset
+        return answer
     result = outcome.result
     assert result is not None
     return PartitionProduceResponse(
@@ -269,6 +283,21 @@ def _answer(
         log_append_time_ms=result.log_append_time_ms,
         log_start_offset=result.log_start_offset,
     )
+
+
+def _carries_log_start_offset(error: KafkaError) -> bool:
+    """Kafka's ``appendToLocalLog``: the errors it expects of an append, and a failed
+    verification (refused before the append), answer log start offset -1 (its
+    ``UNKNOWN_LOG_APPEND_INFO``); any other error of an append (a sequence or epoch error, an
+    invalid record, too few in-sync replicas...) the partition's log start offset."""
+    return error.code not in NO_LOG_START_ERRORS and not getattr(error, UNVERIFIED, False)
+
+
+def _unverified(code: ErrorCode, message: str) -> KafkaError:
+    """The mapped error of a failed verification, marked as refused before the append."""
+    error = error_for_code(code)(message)
+    setattr(error, UNVERIFIED, True)
+    return error
 
 
 def _verify_transaction(
@@ -288,7 +317,8 @@ def _verify_transaction(
     if not transactions.config.transaction_partition_verification_enable:
         return True
     if transactional_id is None:
-        raise InvalidTxnStateError("transactional records without a transactional id")
+        raise _unverified(ErrorCode.INVALID_TXN_STATE,
+                          "transactional records without a transactional id")
     if transactions.coordinator.ownership_error(transactional_id) is ErrorCode.NOT_COORDINATOR:
         # A cluster: another broker coordinates this id. Kafka asks it (AddPartitionsToTxn
         # verify_only through its AddPartitionsToTxnManager); not built yet, so the append goes
@@ -299,10 +329,9 @@ def _verify_transaction(
         transactional_id, header.producer_id, header.producer_epoch, [key])[key]
     if verified is ErrorCode.NONE:
         return True
-    raise error_for_code(_produce_error(verified, context.api_version))(
+    raise _unverified(_produce_error(verified, context.api_version), (
         f"partition {partition.topic}-{partition.partition} could not be verified in the "
-        f"transaction of {transactional_id}: {verified.name}"
-    )
+        f"transaction of {transactional_id}: {verified.name}"))
 
 
 def _produce_error(error: ErrorCode, api_version: int) -> ErrorCode:

@@ -139,9 +139,9 @@ KRAFT_NODE = {"log.dirs": "/nonexistent", "process.roles": "broker,controller", 
 
 def test_a_node_that_sets_inter_broker_listener_name_accepts_dynamic_configs() -> None:
     """make cluster's nodes set inter.broker.listener.name; the defaulted
-    inter.broker.security.protocol is not "set" too (librdkafka's 0081_admin AlterConfigs of a
+    security.inter.broker.protocol is not "set" too (librdkafka's 0081_admin AlterConfigs of a
     BROKER resource was refused: "Only one of inter.broker.listener.name and
-    inter.broker.security.protocol should be set"), and dynamic topic defaults apply."""
+    security.inter.broker.protocol should be set"), and dynamic topic defaults apply."""
     static = BrokerConfig.from_properties(KRAFT_NODE)
     validate_broker_configs(static, _image(), NODE, "1",
                             {"sasl.kerberos.min.time.before.relogin": "58000"})

@@ -188,7 +188,7 @@ def test_inter_broker_listener_name() -> None:
         ("controller.quorum.bootstrap.servers", "h:70000", "Failed to parse host port from h:70000"),
         ("controller.quorum.bootstrap.servers", "h?:1", "Failed to parse host name from h?:1"),
         ("controller.listener.names", "A,a", "listed twice"),
-        ("inter.broker.security.protocol", "TLS", "Invalid security protocol `TLS`"),
+        ("security.inter.broker.protocol", "TLS", "Invalid security protocol `TLS`"),
         ("controller.quorum.election.timeout.ms", "0", "must be between 1"),
         ("controller.quorum.fetch.timeout.ms", "x", "not an integer"),
         ("controller.quorum.election.backoff.max.ms", "-1", "must be between 0"),
@@ -254,10 +254,10 @@ CROSS_KEY_RULES = [
      "Listener with name NOPE defined in inter.broker.listener.name not found in "
      "listener.security.protocol.map."),
     ({**COMBINED, "inter.broker.listener.name": "PLAINTEXT",
-      "inter.broker.security.protocol": "PLAINTEXT"}, "inter.broker.listener.name",
-     "Only one of inter.broker.listener.name and inter.broker.security.protocol should be set."),
-    ({**COMBINED, "inter.broker.security.protocol": "SASL_PLAINTEXT"},
-     "inter.broker.security.protocol", "must be a listener name defined in advertised.listeners"),
+      "security.inter.broker.protocol": "PLAINTEXT"}, "inter.broker.listener.name",
+     "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."),
+    ({**COMBINED, "security.inter.broker.protocol": "SASL_PLAINTEXT"},
+     "security.inter.broker.protocol", "must be a listener name defined in advertised.listeners"),
     ({**BROKER_ONLY, "node.id": "2"}, "controller.quorum.voters",
      "If process.roles contains just the 'broker' role, the node id 2 must not be included in "
      "the set of voters"),

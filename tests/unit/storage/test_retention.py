@@ -208,6 +208,22 @@ def test_compact_alone_deletes_nothing_by_time_or_size_but_honours_delete_record
     assert log.delete_old_segments() == 1 and bases(log) == [4]
 
 
+def test_an_empty_cleanup_policy_is_infinite_retention(tmp_path: Path) -> None:
+    """Kafka 4.2+: ``cleanup.policy=`` (empty) deletes and compacts nothing; only segments
+    below the log start offset go (found by tests/integration/kafka/test_differential.py)."""
+    config = LogConfig.from_properties({"cleanup.policy": ""}, base=BASE)
+    assert (config.cleanup_policy, config.delete, config.compact) == ((), False, False)
+    clock = ManualClock(NOW)
+    log = open_log(tmp_path, clock, cleanup_policy=config.cleanup_policy, retention_ms=0,
+                   retention_bytes=0)
+    segment_per_timestamps(log, [NOW - 10**7] * 2, [NOW - 10**7] * 2)
+    append(log, NOW)
+    clock.advance(10**7)
+    assert log.delete_old_segments() == 0 and bases(log) == [0, 2, 4]
+    log.increment_log_start_offset(2)
+    assert log.delete_old_segments() == 1 and bases(log) == [2, 4]
+
+
 # -- segment rolls ----------------------------------------------------------------------------
 
 

@@ -78,3 +78,19 @@ def test_an_unknown_name_is_reported_before_any_bad_value() -> None:
             "dummy.doesntexist": "broker is verifying this",
         })
     assert caught.value.key == "dummy.doesntexist"
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("delete,compact", "delete,compact"),  # the order given, as Kafka lists it
+    ("compact, delete", "compact,delete"),
+    ("compact,compact", "compact"),
+    ("", ""),  # Kafka 4.2+: infinite retention
+])
+def test_cleanup_policy_keeps_kafkas_list(raw: str, expected: str) -> None:
+    config = LogConfig.from_properties({"cleanup.policy": raw})
+    assert config.to_properties()["cleanup.policy"] == expected
+
+
+def test_cleanup_policy_refuses_other_policies() -> None:
+    with pytest.raises(ConfigError, match="must be a list of 'delete' and/or 'compact', or empty"):
+        LogConfig.from_properties({"cleanup.policy": "delete,bogus"})
