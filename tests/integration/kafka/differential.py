@@ -116,7 +116,6 @@ MISSING_APIS: list[tuple[tuple[int, ...], str]] = [
      "Samsa has no token authentication"),
     ((48, 49), "client quotas (Describe/AlterClientQuotas): Samsa enforces no quotas"),
     ((57,), "UpdateFeatures: Samsa has no feature levels to finalize (see FEATURES)"),
-    ((61,), "DescribeProducers (KIP-664): not implemented"),
     ((64,), "UnregisterBroker: not implemented"),
     ((68, 69), "ConsumerGroupHeartbeat/Describe (KIP-848, group.protocol=consumer): not "
      "implemented; the classic protocol is"),
