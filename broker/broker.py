@@ -237,7 +237,9 @@ class Broker:
         self.forwarder = Forwarder(quorum.controller_channel, lambda: quorum.leader_id)
         self.transactions.send_remote_markers(NodeClients(
             self.inter_broker_endpoint, client_id=f"broker-{self.node_id}",
-            request_timeout_ms=self.config.kraft.quorum.request_timeout_ms))
+            request_timeout_ms=self.config.kraft.quorum.request_timeout_ms,
+            ssl_context=self.config.node_ssl_contexts.get(
+                self.config.kraft.inter_broker_listener_name)))
 
     def inter_broker_endpoint(self, node_id: int) -> tuple[str, int] | None:
         """Where broker ``node_id`` listens for other brokers (``inter.broker.listener.name``

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ from broker.sasl.config import (
     listener_security,
     parse_protocol_map,
 )
+from broker.tls.config import client_context, tls_settings
 from broker.transaction.coordinator import TransactionConfig
 from replication.metadata.log import MetadataLogConfig
 from storage.config import LONG_MAX, LogConfig
@@ -323,6 +325,9 @@ class BrokerConfig:
     super_users: str = ""  # principals separated by ';'
     metadata_log_config: MetadataLogConfig = field(default_factory=MetadataLogConfig)
     kraft: KRaftSettings = field(default_factory=KRaftSettings)  # roles, quorum, controller
+    # This node as a client of other nodes' TLS listeners (inter-broker, controller), by
+    # listener name: built from that listener's ssl.* keys (broker.tls.config).
+    node_ssl_contexts: Mapping[str, ssl.SSLContext] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
@@ -388,6 +393,7 @@ class BrokerConfig:
             allow_everyone_if_no_acl_found=bool(values["allow.everyone.if.no.acl.found"]),
             super_users=str(values["super.users"]),
             metadata_log_config=_metadata_log_config(values),
+            node_ssl_contexts=_node_ssl_contexts(kraft, protocols, raw),
         )
 
     @classmethod
@@ -465,13 +471,24 @@ def _secured_listeners(
         if protocol is None:
             raise ConfigError("listener.security.protocol.map", raw["listener.security.protocol.map"],
                               f"no security protocol is defined for listener {listener.name}")
-        if protocol in ("SSL", "SASL_SSL"):
-            raise ConfigError("listeners", raw["listeners"],
-                              f"listener {listener.name}: security protocol {protocol} is not "
-                              "supported, Samsa has no TLS (use PLAINTEXT or SASL_PLAINTEXT)")
         security[listener.name] = listener_security(listener.name, protocol, properties, raw)
         secured.append(Listener(listener.name, listener.host, listener.port, protocol))
     return tuple(secured), security
+
+
+def _node_ssl_contexts(kraft: KRaftSettings, protocols: Mapping[str, str],
+                       raw: Mapping[str, str]) -> dict[str, ssl.SSLContext]:
+    """Client contexts for the listeners this node connects to: the inter-broker listener and
+    the first controller listener (in KRaft mode), when they are SSL."""
+    if not kraft.process_roles:
+        return {}
+    if kraft.inter_broker_security_protocol == "SASL_SSL":
+        raise ConfigError("inter.broker.listener.name", kraft.inter_broker_listener_name,
+                          "an inter-broker listener with security protocol SASL_SSL is not "
+                          "supported: Samsa's node client has no SASL (use an SSL listener)")
+    names = {kraft.inter_broker_listener_name, *kraft.controller_listener_names[:1]}
+    return {name: client_context(tls_settings(name, "SSL", raw, server=False))
+            for name in sorted(names) if protocols.get(name) == "SSL"}
 
 
 def _advertised(

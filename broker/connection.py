@@ -16,7 +16,9 @@ Layers (h11/uvicorn style):
 - ``KafkaConnection`` (the ``asyncio.Protocol``): moves bytes; ``RequestFramer`` does the
   framing, checking ``socket.request.max.bytes`` before buffering a body.
 
-Writing: byte responses go to ``transport.write``. A fetch response made of bytes and file
+Writing: byte responses go to ``transport.write``. On a TLS connection (SSL, SASL_SSL) every
+file slice is read and written through the transport, which encrypts it (Kafka copies through
+its SSL engine too): ``sendfile`` would put plaintext on the wire. A fetch response made of bytes and file
 slices is sent by a writer task that owns the socket until it is done: bytes through the
 transport, then — only once the transport's buffer is empty, or the bytes would overtake
 what it still holds — each slice with ``os.sendfile`` on a duplicate of the socket's fd (uvloop
@@ -35,7 +37,8 @@ does: a handler that raises, or a response that cannot be encoded, becomes the A
 response (UNKNOWN_SERVER_ERROR, logged with its traceback) or, failing that, the response
 class's defaults with that error code (``broker.responses``); the connection stays open.
 
-SASL listeners: the connection owns a ``broker.sasl.SaslAuthenticator`` that sees every frame
+SSL listeners: the principal comes from the client certificate (``broker.tls.listener``).
+SASL listeners (SASL_PLAINTEXT, SASL_SSL): the connection owns a ``broker.sasl.SaslAuthenticator`` that sees every frame
 first (PLAINTEXT connections have none: one attribute check). Until authentication completes it
 answers SaslHandshake / SaslAuthenticate itself, lets ApiVersions through, and closes the
 connection on anything else or on a failure (after sending its error answer, if any); then it
@@ -70,6 +73,7 @@ from broker.apis.api_versions import unsupported_version_frame
 from broker.config import Listener
 from broker.responses import failure_response, response_parts
 from broker.sasl.authenticator import SaslAuthenticator
+from broker.tls.listener import session_principal
 from protocol.codec import DecodeError, Message
 from protocol.errors import InvalidRequestError, UnsupportedVersionError
 from protocol.frames import FrameTooLargeError, RequestFramer, parse_request_header
@@ -194,6 +198,7 @@ class KafkaConnection(asyncio.Protocol):
         self._tasks: set[asyncio.Task[None]] = set()
         self._socket_fd = -1
         self._sendfile_fd = -1
+        self._zero_copy = True  # False on TLS transports: fetch slices are read, not sendfile'd
         self._closing = False
         self._refused = False  # a protocol violation: answer what came before, read no more
 
@@ -204,6 +209,15 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.connection_id = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
+        ssl_object = transport.get_extra_info("ssl_object")
+        self._zero_copy = ssl_object is None
+        if ssl_object is not None and self.authenticator is None:  # SSL: the certificate's
+            principal = session_principal(ssl_object, self.broker.config, self.listener_name,
+                                          self.connection_id)
+            if principal is None:
+                self._abort()
+                return
+            self.principal = principal
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self._socket_fd = sock.fileno()
@@ -483,6 +497,10 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             if self.metrics is not None:
                 self.metrics.sent(slot.parts)
+            if not self._zero_copy:
+                for part in slot.parts:
+                    transport.write(part.read() if isinstance(part, FetchSlice) else part)
+                continue
             if all(not isinstance(part, FetchSlice) for part in slot.parts):
                 for part in slot.parts:
                     transport.write(part)  # type: ignore[arg-type]

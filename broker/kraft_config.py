@@ -413,9 +413,9 @@ def _check_broker_only(inputs: _Inputs) -> None:
                               "explicit security mapping for each controller listener is "
                               f"required if {PROTOCOL_MAP} is non-empty, or if there are security "
                               "protocols other than PLAINTEXT in use)")
-        if protocol in ("SSL", "SASL_SSL"):
+        if protocol == "SASL_SSL":  # SSL is fine: the node client speaks TLS, not SASL
             raise inputs.fail(PROTOCOL_MAP, f"controller listener {name}: security protocol "
-                              f"{protocol} is not supported, Samsa has no TLS")
+                              f"{protocol} is not supported, Samsa's node client has no SASL")
     if len(inputs.controller_names) > 1:
         logger.warning("%s has multiple entries; only the first will be used since %s=broker: %s",
                        CONTROLLER_LISTENER_NAMES, PROCESS_ROLES, list(inputs.controller_names))

@@ -2,7 +2,8 @@
 the follower fetchers (Kafka's ``NetworkClient`` as ``NodeToControllerChannelManager`` and
 ``InterBrokerSendThread`` use it, minimal).
 
-PLAINTEXT only: no SASL and no TLS, so a node-to-node listener must be a PLAINTEXT one.
+PLAINTEXT or SSL (given an ``ssl.SSLContext``: ``BrokerConfig.node_ssl_contexts``, built from
+the listener's ``ssl.*`` keys); no SASL, so a node-to-node listener must not be a SASL one.
 
 Wire layout: a request goes out as ``int32 size + RequestHeader + body`` (header v2 for the
 API's flexible versions, else v1: ``protocol.messages.request_header_version``); a response
@@ -41,6 +42,7 @@ import contextlib
 import itertools
 import logging
 import random
+import ssl
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -293,8 +295,10 @@ class NodeClient:
     def __init__(self, host: str, port: int, *, client_id: str, request_timeout_ms: int = 30000,
                  reconnect_backoff_ms: int = 50, reconnect_backoff_max_ms: int = 1000,
                  connect_timeout_ms: int = 10000,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = MAX_RESPONSE_BYTES,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
+        self.ssl_context = ssl_context
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000
         self.connect_timeout = connect_timeout_ms / 1000
@@ -375,7 +379,8 @@ class NodeClient:
                     lambda: _NodeConnection(self.address, self.client_id,
                                             max_response_bytes=self.max_response_bytes,
                                             on_failed=self._failed),
-                    self.host, self.port)
+                    self.host, self.port, ssl=self.ssl_context,
+                    server_hostname=self.host if self.ssl_context is not None else None)
         except (OSError, TimeoutError) as error:
             self.backoff.failed(loop.time())
             reason = "timed out" if isinstance(error, TimeoutError) else str(error)
@@ -439,14 +444,15 @@ class NodeClients:
 
     def __init__(self, resolver: Callable[[int], Endpoint | None], *, client_id: str,
                  request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
-                 reconnect_backoff_max_ms: int = 1000, connect_timeout_ms: int = 10000) -> None:
+                 reconnect_backoff_max_ms: int = 1000, connect_timeout_ms: int = 10000,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.resolver = resolver
         self.client_id = client_id
         self._new_client = partial(
             NodeClient, client_id=client_id, request_timeout_ms=request_timeout_ms,
             reconnect_backoff_ms=reconnect_backoff_ms,
             reconnect_backoff_max_ms=reconnect_backoff_max_ms,
-            connect_timeout_ms=connect_timeout_ms)
+            connect_timeout_ms=connect_timeout_ms, ssl_context=ssl_context)
         self._clients: dict[int, NodeClient] = {}
 
     def client(self, node_id: int) -> NodeClient:

@@ -75,13 +75,15 @@ class QuorumMember:
         # client; the broker's NodeToControllerChannelManager): responses on one connection go
         # out in request order, so a forwarded CreateTopics waiting for its commit must never
         # sit in front of the Fetch that commits it.
+        controller_ssl = broker.config.node_ssl_contexts.get(
+            next(iter(kraft.controller_listener_names), ""))
         self.clients = NodeClients(
             kraft.controller_endpoint, client_id=f"raft-client-{broker.node_id}",
-            request_timeout_ms=quorum.request_timeout_ms,
+            request_timeout_ms=quorum.request_timeout_ms, ssl_context=controller_ssl,
         )
         self.controller_channel = NodeClients(
             kraft.controller_endpoint, client_id=f"controller-channel-{broker.node_id}",
-            request_timeout_ms=CONTROLLER_CHANNEL_TIMEOUT_MS,
+            request_timeout_ms=CONTROLLER_CHANNEL_TIMEOUT_MS, ssl_context=controller_ssl,
         )
         # Registration and heartbeats have a channel of their own whose requests time out
         # within half a broker session (Kafka's "heartbeat" channel, KAFKA-14392): a heartbeat
@@ -91,6 +93,7 @@ class QuorumMember:
         self.heartbeat_channel = NodeClients(
             kraft.controller_endpoint, client_id=f"heartbeat-channel-{broker.node_id}",
             request_timeout_ms=max(1, kraft.broker_session_timeout_ms // 2),
+            ssl_context=controller_ssl,
         )
         store = FileQuorumStateStore(
             Path(metadata_log.directory) / QUORUM_STATE_FILE,

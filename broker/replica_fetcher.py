@@ -258,7 +258,9 @@ class ReplicaFetcherManager:
         self.broker_epoch = broker_epoch
         self.clients = NodeClients(
             broker.inter_broker_endpoint, client_id=f"replica-fetcher-{broker.node_id}",
-            request_timeout_ms=settings.replica_socket_timeout_ms)
+            request_timeout_ms=settings.replica_socket_timeout_ms,
+            ssl_context=broker.config.node_ssl_contexts.get(
+                broker.config.kraft.inter_broker_listener_name))
         self.fetchers: dict[FetcherKey, ReplicaFetcher] = {}
         self._fetcher_of: dict[PartitionKey, FetcherKey] = {}
         self.running = False

@@ -24,6 +24,7 @@ from broker.apis import LISTENER_TYPES, ApiSpec, listener_type, load_apis, serve
 from broker.broker import Broker
 from broker.config import Listener
 from broker.connection import KafkaConnection, RequestGate
+from broker.tls.listener import TlsListener
 
 __all__ = ["Server"]
 
@@ -43,6 +44,7 @@ class Server:
         self._servers: list[asyncio.Server] = []
         self._idle_task: asyncio.Task[None] | None = None
         self._quiet: asyncio.Future[None] | None = None
+        self._tls_listeners: list[TlsListener] = []
 
     def apis_for(self, listener_name: str) -> dict[int, ApiSpec]:
         """The APIs a connection on ``listener_name`` is served (controller listeners: only
@@ -53,11 +55,7 @@ class Server:
         loop = asyncio.get_running_loop()
         advertised = list(self.broker.advertised)
         for listener in self.broker.config.listeners:
-            server = await loop.create_server(
-                partial(KafkaConnection, self, listener), host=listener.host or None,
-                port=listener.port, reuse_address=True, backlog=511,
-            )
-            self._servers.append(server)
+            server = await self._listen(listener)
             host, port = server.sockets[0].getsockname()[:2]
             self.bound.append(Listener(listener.name, listener.host or host, port,
                                        listener.security_protocol))
@@ -68,6 +66,23 @@ class Server:
         self.broker.advertised = tuple(advertised)
         self._idle_task = loop.create_task(self._close_idle_connections())
         return self.bound
+
+    async def _listen(self, listener: Listener) -> asyncio.Server | TlsListener:
+        """PLAINTEXT / SASL_PLAINTEXT: an asyncio server of ``KafkaConnection``; SSL /
+        SASL_SSL: a ``TlsListener`` that handshakes first and logs failed handshakes."""
+        new_connection = partial(KafkaConnection, self, listener)
+        security = self.broker.config.listener_security.get(listener.name)
+        if security is not None and security.ssl_context is not None:
+            tls = TlsListener(name=listener.name, context=security.ssl_context,
+                              new_connection=new_connection)
+            await tls.start(listener.host or None, listener.port)
+            self._tls_listeners.append(tls)
+            return tls
+        server = await asyncio.get_running_loop().create_server(
+            new_connection, host=listener.host or None, port=listener.port,
+            reuse_address=True, backlog=511)
+        self._servers.append(server)
+        return server
 
     async def _close_idle_connections(self) -> None:
         idle_ms = self.broker.config.connections_max_idle_ms
@@ -96,6 +111,8 @@ class Server:
     async def stop(self, *, grace_seconds: float = 10.0) -> None:
         for server in self._servers:
             server.close()
+        for tls in self._tls_listeners:
+            tls.close()
         if self._idle_task is not None:
             self._idle_task.cancel()
         self.broker.stopping = True
@@ -113,4 +130,6 @@ class Server:
             connection.close()
         for server in self._servers:
             await server.wait_closed()
+        for tls in self._tls_listeners:
+            await tls.wait_closed()
         await asyncio.sleep(0)  # let connection_lost callbacks run

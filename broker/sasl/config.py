@@ -5,7 +5,8 @@ name and the mechanism lower-cased in the prefix):
 
 - ``listener.security.protocol.map`` maps each listener name to PLAINTEXT, SSL, SASL_PLAINTEXT
   or SASL_SSL (Kafka's default maps each protocol to itself); a listener name missing from it
-  is an error. SSL and SASL_SSL listeners are refused: Samsa has no TLS.
+  is an error. SSL and SASL_SSL listeners get their TLS settings and server context from
+  ``broker.tls.config`` (the ``ssl.*`` keys, listener-prefixed or not).
 - ``listener.name.<listener>.sasl.enabled.mechanisms`` > ``sasl.enabled.mechanisms`` (default
   GSSAPI, Kafka's): each one must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 on a SASL listener.
 - ``listener.name.<listener>.<mechanism>.sasl.jaas.config`` > ``sasl.jaas.config`` (Samsa also
@@ -22,9 +23,11 @@ The result is immutable, built once at start-up.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from broker.tls.config import TlsSettings, is_ssl_key, server_context, tls_settings
 from protocol.jaas import JaasError, LoginModule, parse_jaas_config
 from storage.errors import ConfigError
 
@@ -54,7 +57,8 @@ HIDDEN = "[hidden]"
 
 @dataclass(frozen=True, slots=True)
 class ListenerSecurity:
-    """One listener's security: ``mechanisms`` is empty for PLAINTEXT."""
+    """One listener's security: ``mechanisms`` is empty for PLAINTEXT and SSL; ``tls`` and
+    ``ssl_context`` (the server context its connections use) are set for SSL and SASL_SSL."""
 
     listener_name: str
     security_protocol: str
@@ -62,16 +66,22 @@ class ListenerSecurity:
     plain_users: Mapping[str, str] = field(default_factory=dict)
     reauth_ms: Mapping[str, int] = field(default_factory=dict)  # by mechanism; 0 = never
     max_receive_size: int = 524288
+    tls: TlsSettings | None = None
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_sasl(self) -> bool:
-        return self.security_protocol == "SASL_PLAINTEXT"
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def is_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
 
 
 def is_security_key(key: str) -> bool:
     """Keys read here but kept out of ``BROKER_KEYS`` (and so out of DescribeConfigs): the
-    per-listener ones and the JAAS configs, which hold passwords."""
-    return key.startswith(LISTENER_PREFIX) or key == JAAS_KEY
+    per-listener ones, the JAAS configs and the ``ssl.*`` keys, which hold passwords."""
+    return key.startswith(LISTENER_PREFIX) or key == JAAS_KEY or is_ssl_key(key)
 
 
 def parse_protocol_map(key: str, raw: str) -> dict[str, str]:
@@ -94,12 +104,12 @@ def listener_security(
     listener_name: str, protocol: str, properties: Mapping[str, str], defaults: Mapping[str, str]
 ) -> ListenerSecurity:
     """Resolve the security settings of one listener (``protocol`` from the protocol map)."""
+    tls = None
     if protocol in ("SSL", "SASL_SSL"):
-        raise ConfigError("listeners", listener_name,
-                          f"security protocol {protocol} is not supported: Samsa has no TLS "
-                          "(use PLAINTEXT or SASL_PLAINTEXT)")
-    if protocol == "PLAINTEXT":
-        return ListenerSecurity(listener_name, protocol)
+        tls = tls_settings(listener_name, protocol, properties)
+    if protocol in ("PLAINTEXT", "SSL"):
+        return ListenerSecurity(listener_name, protocol, tls=tls,
+                                ssl_context=None if tls is None else server_context(tls))
     lookup = _Lookup(listener_name, properties, defaults)
     mechanisms = _mechanisms(lookup)
     plain_users: dict[str, str] = {}
@@ -111,7 +121,8 @@ def listener_security(
         reauth_ms[mechanism] = _reauth_ms(lookup, mechanism)
     key, raw = lookup.get("sasl.server.max.receive.size")
     return ListenerSecurity(listener_name, protocol, mechanisms, plain_users, reauth_ms,
-                            _int(key, raw or "524288", 1))
+                            _int(key, raw or "524288", 1), tls,
+                            None if tls is None else server_context(tls))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +147,7 @@ def _mechanisms(lookup: _Lookup) -> tuple[str, ...]:
     raw = raw or ""
     mechanisms = tuple(dict.fromkeys(part.strip() for part in raw.split(",") if part.strip()))
     if not mechanisms:
-        raise ConfigError(key, raw, f"listener {lookup.listener_name} is SASL_PLAINTEXT: at "
+        raise ConfigError(key, raw, f"listener {lookup.listener_name} uses SASL: at "
                                     "least one SASL mechanism must be enabled")
     for mechanism in mechanisms:
         if mechanism not in SUPPORTED_MECHANISMS:

@@ -49,7 +49,6 @@ def test_log_dirs_over_log_dir_and_listener_port_zero() -> None:
         ("num.partitions", "0", "must be between 1"),
         ("auto.create.topics.enable", "yes", "must be true or false"),
         ("listeners", "127.0.0.1:9092", "is not NAME://host:port"),
-        ("listeners", "SSL://h:1", "not supported"),
         ("message.max.bytes", "-3", "must be between"),
         ("log.cleanup.policy", "shred", "delete"),
         ("log.roll.hours", "0", "must be between"),

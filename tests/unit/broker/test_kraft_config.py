@@ -270,8 +270,9 @@ CROSS_KEY_RULES = [
      "listener.security.protocol.map",
      "Controller listener with name CONTROLLER defined in controller.listener.names not found "
      "in listener.security.protocol.map"),
-    ({**BROKER_ONLY, "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"},
-     "listener.security.protocol.map", "Samsa has no TLS"),
+    ({**BROKER_ONLY,
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"},
+     "listener.security.protocol.map", "Samsa's node client has no SASL"),
     ({**CONTROLLER_ONLY, "listeners": "CONTROLLER://h:1,PLAINTEXT://h:2"}, "listeners",
      "The listeners config must only contain KRaft controller listeners from "
      "controller.listener.names when process.roles=controller"),
