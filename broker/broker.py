@@ -292,7 +292,8 @@ class Broker:
     def shutdown(self) -> None:
         self.group_commit.close()  # a round under way ends before the logs close
         self.checkpoint_high_watermarks()
-        self.log_manager.shutdown()
+        # the clean-shutdown marker holds this incarnation's broker epoch, as Kafka's does
+        self.log_manager.shutdown(-1 if self.lifecycle is None else self.lifecycle.broker_epoch)
 
     def checkpoint_high_watermarks(self) -> None:
         """Kafka's ``checkpointHighWatermarks``: scheduled, and at a clean stop."""

@@ -75,11 +75,15 @@ class BrokerLifecycleManager:
         metadata_offset: Callable[[], int],
         heartbeat_interval_ms: int = 2000,
         retry_backoff_ms: int = 100,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.node_id = node_id
         self.incarnation_id = uuid.uuid4()
         self.state = BrokerState.STARTING
         self.broker_epoch = -1
+        # The epoch the last clean stop wrote in .kafka_cleanshutdown (-1: none): the first
+        # registration's proof of a clean shutdown (KIP-966); later ones send this process's own.
+        self._previous_broker_epoch = previous_broker_epoch
         self.fenced = True
         self._cluster_id = cluster_id
         self._listeners = list(listeners)
@@ -144,10 +148,11 @@ class BrokerLifecycleManager:
             timer.cancel()
 
     async def _register(self) -> bool:
+        previous = self.broker_epoch if self.broker_epoch >= 0 else self._previous_broker_epoch
         request = BrokerRegistrationRequest(
             broker_id=self.node_id, cluster_id=self._cluster_id(),
             incarnation_id=self.incarnation_id, listeners=self._listeners,
-            features=self._features, rack=self._rack, previous_broker_epoch=self.broker_epoch,
+            features=self._features, rack=self._rack, previous_broker_epoch=previous,
         )
         response = await self._send(request)
         if not isinstance(response, BrokerRegistrationResponse):

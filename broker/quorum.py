@@ -189,6 +189,7 @@ class QuorumMember:
             send=self._send_heartbeat, metadata_offset=lambda: self.metadata_offset,
             heartbeat_interval_ms=kraft.broker_heartbeat_interval_ms,
             retry_backoff_ms=kraft.quorum.retry_backoff_ms * 5,
+            previous_broker_epoch=self.broker.log_manager.previous_broker_epoch,
         )
 
     async def _send_heartbeat(self, message: Message) -> Message | None:

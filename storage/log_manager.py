@@ -3,6 +3,7 @@
 Layout of each log directory (Kafka's):
 
     <log.dir>/.kafka_cleanshutdown              present only between a clean stop and the next start
+                                                (the stopping broker's epoch: storage.clean_shutdown)
     <log.dir>/recovery-point-offset-checkpoint  topic partition offset, per log
     <log.dir>/log-start-offset-checkpoint       topic partition offset, per log
     <log.dir>/<topic>-<partition>/               one Log (its partition.metadata: the topic id)
@@ -57,6 +58,7 @@ from uuid import UUID
 
 from protocol.errors import InconsistentTopicIdError, KafkaError, KafkaStorageError
 from storage.checkpoint import OffsetCheckpointFile
+from storage.clean_shutdown import CLEAN_SHUTDOWN_FILE, read_broker_epoch, write_clean_shutdown
 from storage.cleaner import (
     Cleaner,
     CleanerStats,
@@ -99,7 +101,6 @@ from storage.verification import VERIFY_UNCLEAN
 
 logger = logging.getLogger("samsa.storage.log_manager")
 
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
@@ -142,6 +143,8 @@ class LogManager:
         self.cleaner = Cleaner(offset_map=OffsetMap(cleaner_dedupe_buffer_bytes))
         # Log directories with logs that were not shut down cleanly at the last start-up.
         self.unclean_directories: set[Path] = set()
+        # The broker epoch each directory's clean-shutdown marker held at start-up (None: none).
+        self._shutdown_epochs: dict[Path, int | None] = {}
         # Logs whose cleaning failed (corrupt data): skipped until restart, as Kafka's
         # "uncleanable partitions".
         self.uncleanable: set[TopicPartition] = set()
@@ -172,6 +175,7 @@ class LogManager:
     def _load_directory(self, directory: Path) -> dict[TopicPartition, Log]:
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
+        self._shutdown_epochs[directory] = read_broker_epoch(directory) if clean else None
         recovery_points = _read_or_forget(directory / RECOVERY_POINT_CHECKPOINT)
         start_offsets = _read_or_forget(directory / LOG_START_OFFSET_CHECKPOINT)
         if recovery_points is None:
@@ -515,14 +519,25 @@ class LogManager:
                 {(log.topic, log.partition): log.log_start_offset for log in logs}
             )
 
-    def shutdown(self) -> None:
-        """Clean stop: close (flush) every log, checkpoint, then write the clean-shutdown marker."""
+    @property
+    def previous_broker_epoch(self) -> int:
+        """The broker epoch the last clean stop wrote in every directory's marker: -1 when one
+        has none, an offline directory included, or they differ (Kafka's
+        ``readBrokerEpochFromCleanShutdownFiles``)."""
+        epochs = {self._shutdown_epochs.get(d) for d in self.log_dirs}
+        offline = any(self.health[d].offline_reason is not None for d in self.log_dirs)
+        epoch = epochs.pop() if len(epochs) == 1 else None
+        return -1 if epoch is None or offline else epoch
+
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Clean stop: close (flush) every log, checkpoint, then write the clean-shutdown marker
+        with ``broker_epoch`` (the stopping incarnation's; -1 without a controller)."""
         for log in self._online_logs():
             log.close()
         self.checkpoint()
         for directory in self.log_dirs:
             if self.health[directory].offline_reason is None:
-                (directory / CLEAN_SHUTDOWN_FILE).touch()
+                write_clean_shutdown(directory, broker_epoch)
 
     def _online_items(self) -> list[tuple[TopicPartition, Log]]:
         return [(k, log) for k, log in list(self.logs.items()) if log.health.offline_reason is None]

@@ -6,8 +6,8 @@ partitions in order, as Kafka's ``DescribeTopicPartitionsRequestHandler``: at mo
 ``next_cursor`` names the topic and partition to resume from, and a request's ``cursor`` starts
 there (topics before the cursor's are skipped). A topic that does not exist ->
 UNKNOWN_TOPIC_OR_PARTITION for it alone. ``__cluster_metadata`` is not a topic clients see.
-Every replica is eligible and in sync on a single node, so ``eligible_leader_replicas`` and
-``last_known_elr`` are empty.
+``eligible_leader_replicas`` and ``last_known_elr`` are the image's (KIP-966: kept only when the
+cluster finalizes ``eligible.leader.replicas.version``, as a Kafka-written metadata log does).
 
 Not implemented: authorized operations (always "not requested"), ACLs.
 
@@ -84,8 +84,8 @@ def _describe(topic: TopicImage, indexes: list[int]) -> DescribeTopicPartitionsR
                 leader_epoch=state.leader_epoch,
                 replica_nodes=list(state.replicas),
                 isr_nodes=list(state.isr),
-                eligible_leader_replicas=[],
-                last_known_elr=[],
+                eligible_leader_replicas=list(state.eligible_leader_replicas),
+                last_known_elr=list(state.last_known_elr),
                 offline_replicas=[],
             )
         )

@@ -36,6 +36,7 @@ from protocol.messages.alter_partition_request import (
 from replication.controller.partition_change import (
     Election,
     build_partition_change,
+    elr_policy,
     unclean_leader_election_enabled,
 )
 from replication.metadata.image import (
@@ -105,7 +106,7 @@ def _alter_one(
     record = build_partition_change(
         topic.topic_id, partition, is_acceptable_leader=image.brokers.is_active,
         election=election, isr=[state.broker_id for state in new_isr],
-        leader_recovery_state=data.leader_recovery_state,
+        leader_recovery_state=data.leader_recovery_state, elr=elr_policy(image, topic),
     )
     if record is not None:
         records.append(record)

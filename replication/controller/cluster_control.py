@@ -10,9 +10,11 @@ Registration (``plan_register_broker``, Kafka's ``registerBroker``):
 - a new incarnation gets a fresh broker epoch, the offset the RegisterBrokerRecord will have
   (``next_offset``), and starts fenced; the same incarnation amends its registration and keeps
   its epoch, fencing and controlled-shutdown state;
-- a new incarnation of a registered broker may have restarted uncleanly: the batch first takes
-  the old incarnation out of every ISR and leadership (Kafka's ``handleBrokerUncleanShutdown``,
-  without ELR), so a restarted broker never leads with a log that lost acknowledged records.
+- a new incarnation first takes the old one out of every ISR and leadership (Kafka's
+  ``handleBrokerShutdown``), so a restarted broker never leads with a log that lost
+  acknowledged records; with KIP-966 ELR on and an unclean shutdown (the request's
+  ``previous_broker_epoch``, read from ``.kafka_cleanshutdown``, is not the registered epoch)
+  out of every ELR too, and it is no candidate in that batch.
 
 Heartbeats (``plan_broker_heartbeat``, Kafka's ``processBrokerHeartbeat``): a broker unknown or
 with another epoch is STALE_BROKER_EPOCH; its next state (``heartbeats.BrokerHeartbeatManager``)
@@ -27,7 +29,7 @@ Records a broker event writes (records of one plan are one atomic batch, in this
   it (or another active broker) can lead;
 - controlled shutdown: BrokerRegistrationChangeRecord(in_controlled_shutdown=1) unless already,
   then PartitionChangeRecords taking it out of every ISR and leadership;
-- unregister: the same ISR removal, then UnregisterBrokerRecord.
+- unregister: the same ISR (and ELR) removal, then UnregisterBrokerRecord.
 
 The heartbeat manager is mutated by the heartbeat and session planners (sessions are soft state,
 as in Kafka); the image is only read.
@@ -51,6 +53,7 @@ from protocol.messages.broker_registration_request import BrokerRegistrationRequ
 from protocol.messages.metadata.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
 )
+from protocol.messages.metadata.partition_change_record import PartitionChangeRecord
 from protocol.messages.metadata.register_broker_record import (
     BrokerEndpoint,
     BrokerFeature,
@@ -59,12 +62,13 @@ from protocol.messages.metadata.register_broker_record import (
 from protocol.messages.metadata.unregister_broker_record import UnregisterBrokerRecord
 from replication.controller.heartbeats import BrokerControlState, BrokerHeartbeatManager
 from replication.controller.partition_change import (
+    elr_enabled,
     has_leaderships,
     isr_and_leader_updates,
     partitions_where,
 )
 from replication.metadata.brokers import FENCE, IN_CONTROLLED_SHUTDOWN, UNFENCE, BrokerRegistration
-from replication.metadata.image import NO_LEADER, MetadataImage
+from replication.metadata.image import NO_LEADER, MetadataImage, PartitionImage
 
 __all__ = [
     "HeartbeatPlan",
@@ -120,10 +124,9 @@ def plan_register_broker(
         raise BrokerIdNotRegisteredError("Controller does not support registering ZK brokers.")
     _check_features(request, finalized_features or {})
     records: list[Message] = []
-    if existing is not None and new_incarnation:
-        records += isr_and_leader_updates(
-            image, partitions_where(image, lambda p: request.broker_id in p.isr),
-            broker_to_remove=request.broker_id)
+    if new_incarnation:
+        clean = existing is not None and existing.epoch == request.previous_broker_epoch
+        records += _previous_incarnation_updates(image, request.broker_id, clean=clean)
     record = _registration_record(request)
     if existing is None or new_incarnation:
         record.broker_epoch = next_offset + len(records)
@@ -136,6 +139,24 @@ def plan_register_broker(
     heartbeats.register(request.broker_id, record.fenced, now_ms)
     records.append(record)
     return RegistrationPlan(record.broker_epoch, tuple(records))
+
+
+def _previous_incarnation_updates(
+    image: MetadataImage, broker_id: int, *, clean: bool
+) -> list[PartitionChangeRecord]:
+    """Kafka's ``handleBrokerShutdown`` for a new incarnation: out of every ISR and leadership;
+    with ELR on and an unclean shutdown (the broker's previous epoch is not the registered
+    one), out of every ELR too, and never the last known leader to elect."""
+    if elr_enabled(image) and not clean:
+        return isr_and_leader_updates(
+            image, partitions_where(image, lambda p: _in_isr_or_elr(p, broker_id)),
+            broker_with_unclean_shutdown=broker_id)
+    return isr_and_leader_updates(
+        image, partitions_where(image, lambda p: broker_id in p.isr), broker_to_remove=broker_id)
+
+
+def _in_isr_or_elr(partition: PartitionImage, broker_id: int) -> bool:
+    return broker_id in partition.isr or broker_id in partition.eligible_leader_replicas
 
 
 def _registration_record(request: BrokerRegistrationRequest) -> RegisterBrokerRecord:
@@ -265,7 +286,8 @@ def plan_unregister_broker(image: MetadataImage, broker_id: int) -> list[Message
     """Kafka's ``unregisterBroker``: out of ISRs and leadership, then unregistered."""
     registration = _require(image, broker_id)
     records: list[Message] = list(isr_and_leader_updates(
-        image, partitions_where(image, lambda p: broker_id in p.isr), broker_to_remove=broker_id))
+        image, partitions_where(image, lambda p: _in_isr_or_elr(p, broker_id)),
+        broker_to_remove=broker_id))
     records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=registration.epoch))
     return records
 

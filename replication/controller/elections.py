@@ -34,6 +34,7 @@ from protocol.errors import ErrorCode, InvalidRequestError
 from replication.controller.partition_change import (
     Election,
     build_partition_change,
+    elr_policy,
     partitions_where,
     unclean_leader_election_enabled,
 )
@@ -107,7 +108,8 @@ def _elect_one(
                               "Leader election not needed for topic partition.")
     election = Election.PREFERRED if kind is ElectionType.PREFERRED else Election.UNCLEAN
     record = build_partition_change(topic.topic_id, partition, election=election,
-                                    is_acceptable_leader=image.brokers.is_active)
+                                    is_acceptable_leader=image.brokers.is_active,
+                                    elr=elr_policy(image, topic))
     if record is None:
         code = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if kind is ElectionType.PREFERRED
                 else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
@@ -167,7 +169,8 @@ def _bounded(
         if len(records) >= max_elections:
             break
         record = build_partition_change(topic.topic_id, partition, election=election,
-                                        is_acceptable_leader=image.brokers.is_active)
+                                        is_acceptable_leader=image.brokers.is_active,
+                                        elr=elr_policy(image, topic))
         if record is not None:
             records.append(record)
     return records, len(records) >= max_elections

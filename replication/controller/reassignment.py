@@ -43,6 +43,7 @@ from protocol.messages.metadata.partition_change_record import PartitionChangeRe
 from replication.controller.partition_change import (
     Election,
     build_partition_change,
+    elr_policy,
     unclean_leader_election_enabled,
 )
 from replication.metadata.controller import validate_manual_assignment
@@ -127,6 +128,7 @@ def _change(
     return build_partition_change(
         topic.topic_id, partition, is_acceptable_leader=_acceptor(image, node_id),
         replicas=target + removing, removing=removing, adding=adding,
+        elr=elr_policy(image, topic),
     )
 
 
@@ -157,7 +159,7 @@ def _cancel(
     return build_partition_change(
         topic.topic_id, partition, is_acceptable_leader=_acceptor(image, node_id),
         election=Election.UNCLEAN if unclean_allowed else Election.ONLINE,
-        isr=isr, replicas=replicas, removing=[], adding=[],
+        isr=isr, replicas=replicas, removing=[], adding=[], elr=elr_policy(image, topic),
     )
 
 

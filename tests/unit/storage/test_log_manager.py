@@ -97,17 +97,18 @@ def test_clean_shutdown_writes_the_marker_and_kafka_checkpoints(tmp_path: Path) 
     for topic, partition, batches in [("b", 0, 3), ("a", 1, 2), ("a", 10, 4), ("a", 2, 1)]:
         fill(manager.get_or_create_log(topic, partition), batches)
     log_of(manager, "a", 10).increment_log_start_offset(5)
-    manager.shutdown()
+    manager.shutdown(broker_epoch=42)
     d0, d1 = dirs  # b-0, a-10 in d0; a-1, a-2 in d1
     assert (d0 / RECOVERY_POINT_CHECKPOINT).read_bytes() == b"0\n2\na 10 8\nb 0 6\n"
     assert (d0 / LOG_START_OFFSET_CHECKPOINT).read_bytes() == b"0\n2\na 10 5\nb 0 0\n"
     assert (d1 / RECOVERY_POINT_CHECKPOINT).read_bytes() == b"0\n2\na 1 4\na 2 2\n"
     assert (d1 / LOG_START_OFFSET_CHECKPOINT).read_bytes() == b"0\n2\na 1 0\na 2 0\n"
     for directory in dirs:
-        assert (directory / CLEAN_SHUTDOWN_FILE).read_bytes() == b""
+        assert (directory / CLEAN_SHUTDOWN_FILE).read_bytes() == b'{"version":0,"brokerEpoch":42}'
         assert not list(directory.glob("*.tmp"))
     restarted = start(dirs, clock)
     assert not any((directory / CLEAN_SHUTDOWN_FILE).exists() for directory in dirs)
+    assert restarted.previous_broker_epoch == 42
     assert log_of(restarted, "a", 10).log_start_offset == 5
     assert log_of(restarted, "a", 10).log_end_offset == 8
     restarted.shutdown()

@@ -46,11 +46,12 @@ class Cluster:
             self.heartbeats.replay(decoded, self.image, self.now_ms)
 
     def register(self, broker_id: int, *, rack: str | None = None,
-                 incarnation: uuid.UUID | None = None) -> int:
+                 incarnation: uuid.UUID | None = None, previous_broker_epoch: int = -1) -> int:
         incarnation = incarnation or self.incarnations.get(broker_id) or uuid.uuid4()
         request = BrokerRegistrationRequest(
             broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=incarnation,
-            listeners=[Listener("PLAINTEXT", f"broker{broker_id}", 9092, 0)], rack=rack)
+            listeners=[Listener("PLAINTEXT", f"broker{broker_id}", 9092, 0)], rack=rack,
+            previous_broker_epoch=previous_broker_epoch)
         plan = plan_register_broker(self.image, self.heartbeats, request, cluster_id=CLUSTER_ID,
                                     next_offset=self.next_offset, now_ms=self.now_ms)
         self.incarnations[broker_id] = incarnation
