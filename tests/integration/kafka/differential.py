@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import socket
 import struct
+import time
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -431,6 +432,20 @@ class Pair:
         kafka, samsa = self.both(request, version, api_key=api_key)
         self.assert_same(api_key, version, kafka, samsa, allow=allow, request=request)
         return kafka, samsa
+
+    def compare_settled(self, request: Any, version: int, *, timeout_s: float = 15) -> None:
+        """``compare`` for a read that follows a write: Kafka's broker applies a committed
+        metadata record (a config change) when its metadata publisher gets to it, so its
+        DescribeConfigs may still show the old value for a moment; ask again until both agree
+        (or the deadline, then fail with the differences)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            kafka, samsa = self.both(request, version, api_key=request.API_KEY)
+            found = differences(plain(kafka), plain(samsa))
+            if not unexplained(request.API_KEY, found, ALLOWLIST) or time.monotonic() > deadline:
+                self.assert_same(request.API_KEY, version, kafka, samsa, request=request)
+                return
+            time.sleep(0.05)
 
     def assert_same(self, api_key: int, version: int, kafka: Any, samsa: Any, *,
                     allow: list[Allowed] | None = None, request: Any = None) -> None:

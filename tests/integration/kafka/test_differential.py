@@ -478,7 +478,7 @@ def test_alter_configs(pair: Pair, versions: dict[int, tuple[int, int]]) -> None
                     AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=topic,
                                          configs=[AlterableConfig(name=k, value=v)
                                                   for k, v in configs.items()])]), version)
-                pair.compare(describe(TOPIC_RESOURCE, topic, ["retention.ms"]), 4)
+                pair.compare_settled(describe(TOPIC_RESOURCE, topic, ["retention.ms"]), 4)
         pair.compare(AlterConfigsRequest(resources=[AlterConfigsResource(
             resource_type=TOPIC_RESOURCE, resource_name=name("never"),
             configs=[AlterableConfig(name="retention.ms", value="1")])]), version)
@@ -501,8 +501,8 @@ def test_incremental_alter_configs(pair: Pair, versions: dict[int, tuple[int, in
                         configs=[IncrementalConfig(name=key, config_operation=operation,
                                                    value=value)])]), version,
                              allow=[UNKNOWN_OPERATION] if operation > SUBTRACT else [])
-                pair.compare(describe(TOPIC_RESOURCE, topic,
-                                      ["retention.ms", "cleanup.policy"]), 4)
+                pair.compare_settled(describe(TOPIC_RESOURCE, topic,
+                                              ["retention.ms", "cleanup.policy"]), 4)
 
 
 # -- the cluster: DescribeCluster, DescribeLogDirs ---------------------------------------------
