@@ -170,6 +170,21 @@ def test_untrusted_certificates_fail_the_handshake_and_the_broker_carries_on(
     assert AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).brokers
 
 
+def test_requested_client_auth_names_its_cas_so_librdkafka_leaves_a_foreign_certificate_out(
+        pki: Pki, start: Any) -> None:
+    """With ssl.client.auth=requested the broker names its trusted CAs in the certificate
+    request, as Kafka's does; librdkafka then sends no certificate from another CA and is
+    served as User:ANONYMOUS (without the names it sent it and the handshake failed)."""
+    broker = start(listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                   **broker_tls(pki, **{"ssl.client.auth": "requested"}))
+    port = port_of(broker, "SSL")
+    create_topic(broker.bootstrap, "foreign-cert")
+    foreign = rdkafka_ssl(pki, port, pki.untrusted_client)
+    assert produce(foreign, "foreign-cert", [b"anonymous"]) == [None]
+    assert consume(foreign, "foreign-cert", 1) == [b"anonymous"]
+    assert "Failed authentication" not in broker.log()
+
+
 # -- mutual TLS: the principal through ssl.principal.mapping.rules, checked by ACLs -----------
 
 
