@@ -237,7 +237,6 @@ TOLERATED_SKIPS: tuple[Skip, ...] = (
     Skip(LIBRDKAFKA, "0082_fetch_max_bytes", QuickMode()),
     Skip(LIBRDKAFKA, "0092_mixed_msgver",
          RemovedInKafka("message format v1 (Produce v2)", "4.0")),
-    Skip(LIBRDKAFKA, "0097_ssl_verify", SSL),
     Skip(LIBRDKAFKA, "0098_consumer_txn",
          NeedsJavaTools("tests/java TransactionProducerCli, built against kafka-clients")),
     Skip(LIBRDKAFKA, "0101_fetch_from_follower",
