@@ -211,10 +211,7 @@ class Skip:
     reason: Reason = field(compare=False)
 
 
-SSL = NeedsSecurity("listener", "SSL")
 TOLERATED_SKIPS: tuple[Skip, ...] = (
-    Skip(KAFKA_PYTHON, "TestSSLConnection::test_ssl_handshake", SSL),
-    Skip(KAFKA_PYTHON, "TestSSLConnection::test_legacy_kafka_client_ssl", SSL),
     Skip(KAFKA_PYTHON, "test_admin_integration::test_list_config_resources",
          NeedsKafkaVersion((4, 1), "ListConfigResources v1; it skips itself below 4.1")),
     Skip(KAFKA_PYTHON, "test_consumer_integration::test_kafka_consumer_offsets_for_time_old",
