@@ -7,7 +7,10 @@ stand-ins from ``compat/kafka_python/`` are copied in. The suite runs in Samsa's
 from Samsa's ApiVersions, in two pytest invocations:
 
 - everything but ``test_sasl_integration.py``, with ``KAFKA_URI`` pointing at one Samsa broker
-  (``_fixture_settings``), so its fixtures wrap that broker instead of spawning a JVM;
+  (``_fixture_settings``), so its fixtures wrap that broker instead of spawning a JVM — except
+  ``test_ssl_integration.py``'s module fixture, which starts a broker with an SSL listener
+  itself, through the stand-ins (its Java key stores converted to PEM; its log goes to
+  ``logs/<suite>-ssl-brokers.log``);
 - ``test_sasl_integration.py`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), which skips itself when
   ``KAFKA_URI`` is set: without it, its ``KafkaFixture`` starts a broker per test with a
   SASL_PLAINTEXT listener, through the stand-ins (``compat/kafka_python/service.py`` starts a
@@ -98,8 +101,11 @@ def run(cache: Path, results: Path, *, selection: list[str] | None = None,
         settings = {"KAFKA_ROOT": str(kafka_home(cache)), "SAMSA_COMPAT_SKIPS": str(skips_file),
                     "KAFKA_VERSION": ".".join(map(str, facts.kafka_version))}
         if main:  # its fixture takes one broker: node 0 of a cluster (the others: Metadata)
+            spawned_log = logs / f"{suite}-ssl-brokers.log"  # test_ssl_integration's fixture
+            spawned_log.unlink(missing_ok=True)
             outcomes, problems = _pass(source, suite, main, results, {
-                **settings, "KAFKA_URI": f"PLAINTEXT://{broker.bootstrap.split(',')[0]}"})
+                **settings, "KAFKA_URI": f"PLAINTEXT://{broker.bootstrap.split(',')[0]}",
+                "SAMSA_COMPAT_BROKER_LOG": str(spawned_log)})
         if not broker.alive():
             problems.append("the Samsa broker died during the run")
     finally:

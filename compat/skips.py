@@ -211,10 +211,7 @@ class Skip:
     reason: Reason = field(compare=False)
 
 
-SSL = NeedsSecurity("listener", "SSL")
 TOLERATED_SKIPS: tuple[Skip, ...] = (
-    Skip(KAFKA_PYTHON, "TestSSLConnection::test_ssl_handshake", SSL),
-    Skip(KAFKA_PYTHON, "TestSSLConnection::test_legacy_kafka_client_ssl", SSL),
     Skip(KAFKA_PYTHON, "test_admin_integration::test_list_config_resources",
          NeedsKafkaVersion((4, 1), "ListConfigResources v1; it skips itself below 4.1")),
     Skip(KAFKA_PYTHON, "test_consumer_integration::test_kafka_consumer_offsets_for_time_old",
@@ -237,7 +234,6 @@ TOLERATED_SKIPS: tuple[Skip, ...] = (
     Skip(LIBRDKAFKA, "0082_fetch_max_bytes", QuickMode()),
     Skip(LIBRDKAFKA, "0092_mixed_msgver",
          RemovedInKafka("message format v1 (Produce v2)", "4.0")),
-    Skip(LIBRDKAFKA, "0097_ssl_verify", SSL),
     Skip(LIBRDKAFKA, "0098_consumer_txn",
          NeedsJavaTools("tests/java TransactionProducerCli, built against kafka-clients")),
     Skip(LIBRDKAFKA, "0101_fetch_from_follower",

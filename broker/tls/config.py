@@ -13,7 +13,8 @@ as Kafka's ``ListenerName.configPrefix``). Semantics follow ``DefaultSslEngineFa
   certificates) or ``ssl.truststore.certificates`` (inline); none = the system's CAs (Java: the
   JVM's cacerts).
 - ``ssl.client.auth`` none | requested | required (a server's request for a client
-  certificate). On a SASL_SSL listener only the listener-prefixed key counts (Kafka's rule; the
+  certificate, naming the trust store's CAs as Kafka's does: ``broker.tls.ca_names``). On a
+  SASL_SSL listener only the listener-prefixed key counts (Kafka's rule; the
   broker-wide one is ignored there with a warning).
 - ``ssl.enabled.protocols`` (default TLSv1.2,TLSv1.3) sets the lowest and highest version;
   ``ssl.protocol`` (default TLSv1.3) must name a protocol Samsa knows.
@@ -42,6 +43,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from broker.tls.ca_names import name_trusted_authorities
 from broker.tls.principal import MappingRuleError, PrincipalMapper, parse_rules
 from storage.errors import ConfigError
 
@@ -195,6 +197,10 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _common(context, settings, ssl.Purpose.CLIENT_AUTH)
     context.verify_mode = CLIENT_AUTH[settings.client_auth]
+    if settings.client_auth != "none" and settings.truststore is not None:
+        # As Kafka's (JSSE's) certificate requests do: clients choose their certificate by it.
+        name_trusted_authorities(context, location=settings.truststore.location,
+                                 pem=settings.truststore.pem)
     return context
 
 

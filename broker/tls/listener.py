@@ -7,7 +7,8 @@ to ``loop.connect_accepted_socket(..., ssl=context)`` in a task of its own, whic
 the handshake is done (the ``KafkaConnection`` gets ``connection_made`` with the TLS transport
 only then, so no request can come before the handshake) or raises: the failure is logged as
 Kafka logs it ("Failed authentication with <address> (SSL handshake failed)") and the listener
-carries on. Handshakes in flight are bounded by ``HANDSHAKE_TIMEOUT_SECONDS``.
+carries on; the TLS alert that tells the client why is sent first (``_AlertingTlsProtocol``:
+asyncio's protocol would drop it), as Kafka flushes it. Handshakes in flight are bounded by ``HANDSHAKE_TIMEOUT_SECONDS``.
 
 The principal on an SSL listener (``principal_of``, Kafka's ``DefaultKafkaPrincipalBuilder``):
 with a client certificate ``User:`` + its subject's RFC 2253 name mapped by
@@ -24,8 +25,9 @@ import contextlib
 import logging
 import socket
 import ssl
+from asyncio import sslproto
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from broker.tls.principal import PrincipalMapper
 from broker.tls.x500 import subject_distinguished_name
@@ -108,10 +110,14 @@ class TlsListener:
             task.add_done_callback(self._handshakes.discard)
 
     async def _handshake(self, accepted: socket.socket, address: tuple[str, int]) -> None:
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        tls = _AlertingTlsProtocol(loop, self.new_connection(), self.context, waiter,
+                                   server_side=True,
+                                   ssl_handshake_timeout=int(HANDSHAKE_TIMEOUT_SECONDS))
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(
-                self.new_connection, accepted, ssl=self.context,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_SECONDS)
+            await loop.connect_accepted_socket(lambda: tls, accepted)
+            await waiter  # the handshake; connection_made reaches the Kafka protocol after it
         except asyncio.CancelledError:
             accepted.close()
             raise
@@ -132,6 +138,24 @@ class TlsListener:
     async def wait_closed(self) -> None:
         tasks = [t for t in (self._accepting, *self._handshakes) if t is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _AlertingTlsProtocol(sslproto.SSLProtocol):
+    """asyncio's TLS protocol, except that a failed handshake sends the TLS alert OpenSSL wrote
+    for it before the connection is closed. asyncio aborts the transport with the alert still
+    in its outgoing buffer, so the client saw the connection end ("unexpected eof", librdkafka:
+    "Broker transport failure") instead of the reason ("certificate required", "unknown ca");
+    Kafka's SslTransportLayer flushes the alert before closing too."""
+
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        transport = cast("asyncio.WriteTransport | None", self._transport)
+        if handshake_exc is not None and transport is not None:
+            with contextlib.suppress(Exception):  # best effort: the connection is failing
+                outgoing: ssl.MemoryBIO = self._outgoing  # type: ignore[attr-defined]  # not in typeshed
+                alert = outgoing.read()
+                if alert:
+                    transport.write(alert)
+        super()._on_handshake_complete(handshake_exc)
 
 
 def _reason(error: BaseException) -> str:

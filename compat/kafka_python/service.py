@@ -14,7 +14,13 @@ Its ``KafkaFixture`` uses it two ways:
   ``KafkaServer`` entry of the JAAS file named by ``-Djava.security.auth.login.config`` in
   ``KAFKA_OPTS`` as ``sasl.jaas.config`` (PLAIN users are its ``user_<name>`` options), then
   creates the recorded SCRAM users with AlterUserScramCredentials through the template's
-  PLAINTEXT listener ``INTERNAL``. ``wait_for(pattern)`` — the fixture waits for the JVM's
+  PLAINTEXT listener ``INTERNAL``. For an SSL broker (``test_ssl_integration.py``'s fixture)
+  the fixture makes a Java key store and trust store with ``keytool`` (``ssl.keystore.type``
+  unset: Kafka's JKS; JDK 9+ writes PKCS#12 whatever the file is called); Samsa reads PEM
+  stores only, so the stand-in converts both with the ``openssl`` CLI (``keytool
+  -importkeystore`` first for a true JKS file) into PEM files beside them and starts the broker
+  with ``ssl.keystore.type=PEM`` / ``ssl.truststore.type=PEM`` and no store passwords — the
+  conversion Samsa's README tells its users to make. ``wait_for(pattern)`` — the fixture waits for the JVM's
   "Kafka Server started" and "Replayed UserScramCredentialRecord" lines — answers whether all of
   that succeeded; on False the fixture stops it and retries on another port, as it would a JVM.
 
@@ -26,6 +32,7 @@ import json
 import logging
 import os
 import re
+import subprocess
 from pathlib import Path
 
 from compat.kafka_storage import SCRAM_FILE
@@ -83,7 +90,7 @@ class SpawnedService:
             log.exception("compat: the Samsa broker for %s did not come up", properties_path)
 
     def _settings(self, properties_path):
-        settings = _read_properties(properties_path)
+        settings = _pem_stores(_read_properties(properties_path))
         jaas = _jaas_entry(self.env.get("KAFKA_OPTS", ""))
         if jaas:
             settings["sasl.jaas.config"] = jaas
@@ -114,6 +121,39 @@ def _read_properties(path):
             key, _, value = text.partition("=")
             settings[key.strip()] = value.strip()
     return settings
+
+
+JKS_MAGIC = b"\xfe\xed\xfe\xed"
+
+
+def _pem_stores(settings):
+    """``settings`` with a Java key store and trust store (JKS or PKCS#12) replaced by PEM
+    copies, which Samsa reads; PEM stores and settings without stores are returned as is."""
+    for kind, openssl_option in (("keystore", "-nodes"), ("truststore", "-nokeys")):
+        location = settings.get(f"ssl.{kind}.location")
+        store_type = settings.get(f"ssl.{kind}.type", "JKS").upper()
+        if not location or store_type == "PEM":
+            continue
+        password = settings.pop(f"ssl.{kind}.password", "")
+        pem = Path(f"{location}.pem")
+        _to_pem(Path(location), password, openssl_option, pem)
+        settings[f"ssl.{kind}.location"] = str(pem)
+        settings[f"ssl.{kind}.type"] = "PEM"
+        if kind == "keystore":
+            settings.pop("ssl.key.password", None)  # -nodes: the PEM key is not encrypted
+    return settings
+
+
+def _to_pem(store, password, openssl_option, pem):
+    pkcs12 = store
+    if store.read_bytes()[:4] == JKS_MAGIC:  # a true JKS file: to PKCS#12 first
+        pkcs12 = store.with_name(store.name + ".p12")
+        subprocess.run(["keytool", "-importkeystore", "-noprompt", "-srckeystore", str(store),
+                        "-srcstoretype", "JKS", "-srcstorepass", password,
+                        "-destkeystore", str(pkcs12), "-deststoretype", "PKCS12",
+                        "-deststorepass", password], check=True, capture_output=True)
+    subprocess.run(["openssl", "pkcs12", "-in", str(pkcs12), "-passin", f"pass:{password}",
+                    openssl_option, "-out", str(pem)], check=True, capture_output=True)
 
 
 def _jaas_entry(kafka_opts):

@@ -7,6 +7,8 @@ cluster whose inter-broker and controller traffic is TLS with client certificate
 from __future__ import annotations
 
 import re
+import socket
+import ssl
 import time
 import uuid
 from collections.abc import Iterator
@@ -168,6 +170,53 @@ def test_untrusted_certificates_fail_the_handshake_and_the_broker_carries_on(
     trusted = AdminClient(rdkafka_ssl(pki, port, pki.client("alice")))
     assert trusted.list_topics(timeout=10).brokers
     assert AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).brokers
+
+
+def alert_after_handshake(pki: Pki, port: int, identity: Identity | None,
+                          version: ssl.TLSVersion) -> str:
+    """The reason of the TLS error a client gets from the broker (on its first read: TLS 1.3
+    clients finish their handshake before the broker checks their certificate)."""
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    context.maximum_version = version
+    if identity is not None:
+        context.load_cert_chain(identity.certificate, identity.key)
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as raw:
+        try:
+            with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(b"\x00\x00\x00\x00")
+                tls.recv(1)
+        except ssl.SSLError as error:
+            return str(error.reason)
+    return "no error"
+
+
+def test_a_refused_handshake_tells_the_client_why(pki: Pki, start: Any) -> None:
+    """The broker sends the TLS alert before it closes (asyncio's own TLS protocol dropped it
+    and clients saw the connection end), as Kafka does."""
+    broker = start(listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                   **broker_tls(pki, **{"ssl.client.auth": "required"}))
+    port = port_of(broker, "SSL")
+    tls13, tls12 = ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2
+    assert alert_after_handshake(pki, port, None, tls13) == "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+    assert alert_after_handshake(pki, port, None, tls12) == "SSLV3_ALERT_HANDSHAKE_FAILURE"
+    assert alert_after_handshake(pki, port, pki.untrusted_client, tls13) == \
+        "TLSV1_ALERT_UNKNOWN_CA"
+    assert AdminClient(rdkafka_ssl(pki, port, pki.client("alice"))).list_topics(timeout=10).brokers
+
+
+def test_requested_client_auth_names_its_cas_so_librdkafka_leaves_a_foreign_certificate_out(
+        pki: Pki, start: Any) -> None:
+    """With ssl.client.auth=requested the broker names its trusted CAs in the certificate
+    request, as Kafka's does; librdkafka then sends no certificate from another CA and is
+    served as User:ANONYMOUS (without the names it sent it and the handshake failed)."""
+    broker = start(listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                   **broker_tls(pki, **{"ssl.client.auth": "requested"}))
+    port = port_of(broker, "SSL")
+    create_topic(broker.bootstrap, "foreign-cert")
+    foreign = rdkafka_ssl(pki, port, pki.untrusted_client)
+    assert produce(foreign, "foreign-cert", [b"anonymous"]) == [None]
+    assert consume(foreign, "foreign-cert", 1) == [b"anonymous"]
+    assert "Failed authentication" not in broker.log()
 
 
 # -- mutual TLS: the principal through ssl.principal.mapping.rules, checked by ACLs -----------

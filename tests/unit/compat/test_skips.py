@@ -107,7 +107,7 @@ def test_partition_reassignment_is_no_longer_skipped() -> None:
 
 def test_the_facts_come_from_the_brokers_own_config_validation() -> None:
     facts = gather_facts({0: (3, 11), 1: (4, 17), 2: (1, 10)}, quick_mode=True)
-    assert facts.security_protocols == {"PLAINTEXT", "SASL_PLAINTEXT"}
+    assert facts.security_protocols == {"PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"}
     assert {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} <= facts.sasl_mechanisms
     assert "OAUTHBEARER" not in facts.sasl_mechanisms
     assert facts.quick_mode and not facts.java_tools

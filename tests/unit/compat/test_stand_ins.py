@@ -125,7 +125,7 @@ def _fixture_binding(mechanism: str, tmp_path: Path) -> dict[str, object]:
             "auto_create_topic": True, "sasl_mechanism": mechanism, "jaas_config": module,
             "sasl_config": f"sasl.enabled.mechanisms={mechanism}\n"
                            f"sasl.mechanism.inter.broker.protocol={mechanism}\n",
-            "acl_config": "authorizer.class.name=org.apache.kafka.metadata.authorizer."
+            "ssl_config": "", "acl_config": "authorizer.class.name=org.apache.kafka.metadata.authorizer."
                           "StandardAuthorizer\nallow.everyone.if.no.acl.found=true"}
 
 
@@ -160,3 +160,36 @@ def test_the_fixture_templates_give_a_samsa_sasl_broker(mechanism: str, tmp_path
     command = parse_properties(rendered["sasl_command.conf"])
     assert (command["security.protocol"], command["sasl.mechanism"]) == ("SASL_PLAINTEXT",
                                                                          mechanism)
+
+
+def test_java_stores_of_the_ssl_fixture_become_pem_stores(tmp_path: Path) -> None:
+    """kafka-python's SSL fixture hands the broker PKCS#12 stores (keytool's default, named
+    .jks) with passwords; the stand-in gives Samsa PEM copies, which its config accepts."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl CLI")
+
+    def openssl(*arguments: str) -> None:
+        subprocess.run(["openssl", *arguments], cwd=tmp_path, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out",
+            "cert.pem", "-days", "1", "-subj", "/CN=localhost")
+    openssl("pkcs12", "-export", "-inkey", "key.pem", "-in", "cert.pem", "-out", "ks.jks",
+            "-passout", "pass:foobar")
+    openssl("pkcs12", "-export", "-nokeys", "-in", "cert.pem", "-out", "ts.jks",
+            "-passout", "pass:foobar")
+    settings = _service()._pem_stores({
+        "listeners": "SSL://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
+        "ssl.keystore.location": str(tmp_path / "ks.jks"), "ssl.keystore.password": "foobar",
+        "ssl.key.password": "foobar", "ssl.truststore.location": str(tmp_path / "ts.jks"),
+        "ssl.truststore.password": "foobar"})
+    assert settings["ssl.keystore.type"] == settings["ssl.truststore.type"] == "PEM"
+    assert not {"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password"} & set(
+        settings)
+    keystore = Path(settings["ssl.keystore.location"]).read_text()
+    assert "PRIVATE KEY" in keystore and "BEGIN CERTIFICATE" in keystore
+    assert "BEGIN CERTIFICATE" in Path(settings["ssl.truststore.location"]).read_text()
+    BrokerConfig.from_properties(settings)  # Samsa takes them (contexts built at start-up)
+    assert _service()._pem_stores({"listeners": "PLAINTEXT://:0"}) == {"listeners": "PLAINTEXT://:0"}
