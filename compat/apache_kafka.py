@@ -66,6 +66,8 @@ TOOLS = {
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    # No bin/ script: Kafka's system tests run it through kafka-run-class.sh.
+    "transactional-message-copier": "org.apache.kafka.tools.TransactionalMessageCopier",
     "kafka-server-start": "kafka.Kafka",
 }
 # A tool is a short-lived JVM: a small heap, the client compiler only, the serial collector.

@@ -1,7 +1,8 @@
 """The Java client (``kafka-clients`` 4.3.1) against a real Samsa broker, driven through Kafka's
 own tools as Kafka's system tests drive it: ``kafka-verifiable-producer`` and
 ``kafka-verifiable-consumer`` (one JSON event per line), ``kafka-producer-perf-test`` and
-``kafka-consumer-perf-test``; and the KIP-848 consumer (``group.protocol=consumer``), which
+``kafka-consumer-perf-test``, the transactional producer through
+``TransactionalMessageCopier`` (consume-transform-produce with random aborts); and the KIP-848 consumer (``group.protocol=consumer``), which
 Samsa does not serve yet: the Java client must fail at once with its clear
 UnsupportedVersionException (ApiVersions does not list ConsumerGroupHeartbeat), not hang."""
 
@@ -113,3 +114,56 @@ def test_producer_and_consumer_perf_tests(samsa: BrokerProcess) -> None:
                      strict=True))
     assert int(stats["data.consumed.in.nMsg"]) == RECORDS
     assert float(stats["data.consumed.in.MB"]) == pytest.approx(RECORDS * 100 / 1024 / 1024, abs=1e-4)
+
+
+def committed_values(samsa: BrokerProcess, topic: str, partitions: int) -> list[bytes]:
+    """Every value of ``topic`` a read_committed consumer sees, up to its end."""
+    consumer = Consumer({"bootstrap.servers": samsa.bootstrap, "group.id": f"{topic}-reader",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    try:
+        while len(at_end) < partitions:
+            message = consumer.poll(TIMEOUT)
+            assert message is not None, f"no end of {topic} in {TIMEOUT} s"
+            if message.error() is not None:
+                assert message.error().code() == -191, message.error()  # _PARTITION_EOF
+                at_end.add(message.partition())
+                continue
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_the_java_transactional_producer_copies_exactly_once_through_random_aborts(
+        samsa: BrokerProcess) -> None:
+    """Kafka's ``TransactionalMessageCopier`` (its system tests' exactly-once check): a Java
+    transactional producer and read_committed consumer copy a partition in transactions of 50,
+    sending the consumed offsets with the group metadata, aborting some at random and
+    redoing them; what read_committed sees downstream is every input value exactly once."""
+    from confluent_kafka import Producer
+
+    create_topics(samsa.bootstrap, ("copy-in", 1), ("copy-out", 2))
+    producer = Producer({"bootstrap.servers": samsa.bootstrap})
+    inputs = [b"record-%04d" % n for n in range(1000)]
+    for value in inputs:
+        producer.produce("copy-in", value=value)
+    assert producer.flush(TIMEOUT) == 0
+    output = kafka("transactional-message-copier", "--broker-list", samsa.bootstrap,
+                   "--input-topic", "copy-in", "--input-partition", "0",
+                   "--output-topic", "copy-out", "--transactional-id", "java-copier",
+                   "--consumer-group", "java-copier", "--transaction-size", "50",
+                   "--max-messages", str(len(inputs)), "--enable-random-aborts",
+                   "--use-group-metadata", timeout=180)
+    progress = events(output)
+    assert progress and progress[-1]["remaining"] == 0, output[-2000:]
+    assert sorted(committed_values(samsa, "copy-out", 2)) == inputs
+    consumer = Consumer({"bootstrap.servers": samsa.bootstrap, "group.id": "java-copier"})
+    try:
+        [committed] = consumer.committed([TopicPartition("copy-in", 0)], TIMEOUT)
+    finally:
+        consumer.close()
+    assert committed.offset == len(inputs)  # the offsets went in the transactions
