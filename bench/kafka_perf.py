@@ -9,8 +9,9 @@ one-partition topic (``bench-perf-R``, created through the AdminClient), then
   producer's defaults (``acks=all``, ``linger.ms=5``, ``batch.size`` 16384: on one node acks=all
   waits for no follower); its summary line gives records/s, MB/s and the latencies;
 - ``kafka-consumer-perf-test --num-records N`` (a classic consumer group; its own defaults);
-  its CSV row gives ``nMsg.sec`` (from the tool's start, the group join included) and
-  ``fetch.nMsg.sec`` (after the join: the fetching alone).
+  its CSV row gives ``nMsg.sec`` (from the tool's start, the group join included: both brokers
+  delay a new group's first rebalance by ``group.initial.rebalance.delay.ms``, 3 s, Kafka's
+  default and Samsa's) and ``fetch.nMsg.sec`` (after the join: the fetching alone).
 
 Each tool runs as ``bin/kafka-*-perf-test.sh`` runs it: ``-Xmx512M`` and Kafka's
 ``KAFKA_JVM_PERFORMANCE_OPTS`` (G1, the full JIT; not the short-lived tools' client-compiler

