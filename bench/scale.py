@@ -1,4 +1,5 @@
-"""Scaling bench (issue 18): one Samsa node holding 1k, 10k and 50k partitions.
+"""Scaling bench (issue 18): one Samsa node holding 1k, 10k and 50k partitions, and one
+Apache Kafka 4.3.1 node holding 1k and 10k beside it.
 
 Per scale, on a fresh data directory, with confluent-kafka as the client:
 
@@ -12,9 +13,18 @@ Per scale, on a fresh data directory, with confluent-kafka as the client:
 - produce / consume throughput (records/s, 100-byte records) spread over 1, 100 and 10,000
   active partitions (fewer when the scale has fewer).
 
-Apache Kafka on the same machine is the yardstick (issue 18) but is not available here yet:
-its column reads n/a. Prints a rich table and writes ``bench/results/scale.json``.
-``--quick`` runs 1k and 5k partitions with smaller counts.
+Apache Kafka on the same machine is the yardstick (issues 14 and 18): the same measures on
+one KRaft node (``compat.apache_kafka``, Kafka's shipped JVM settings, ``-Xmx1G -Xms1G``, and
+defaults but for the ports and directories; its storage formatted before the start-up clock
+starts), right after Samsa at each scale. Its start-up clock stops at its log line ``Kafka
+Server started``; its open files and RSS are the JVM's. Kafka runs at ``KAFKA_SCALES`` only:
+at 50k partitions it would keep ~50,000 segment files open (one per partition, its indexes
+being mmapped), above this machine's limit of 20,000 open files per process; a scale it does
+not run reads n/a, and so does a throughput step that would take it past 18,000 partitions
+(at 10k: the 10,000 active partitions, a topic of its own on top of the 15,001 there).
+
+Prints a rich table and writes ``bench/results/scale.json``. ``--quick`` runs 1k and 5k
+partitions with smaller counts (Kafka at both).
 """
 
 from __future__ import annotations
@@ -39,17 +49,25 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bench import rounds
+from bench.memory import MIB, tree_rss_bytes
+from bench.peers import KAFKA_DEFAULTS_BACK
 from bench.storage import RESULTS
+from compat.apache_kafka import KAFKA_VERSION, ApacheKafka
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET = {"log_level": 3}
 TOPIC_PARTITIONS = 1_000
 START_TIMEOUT_SECONDS = 600.0
+KAFKA_SCALES = (1_000, 5_000, 10_000)  # see the module docstring for 50k
+# Kafka keeps a file open per partition; the limit here is 20,000 per process (sockets and
+# jars need some): a throughput step that would cross this budget is left out for Kafka.
+KAFKA_PARTITIONS_BUDGET = 18_000
 
 
 @dataclass
 class ScaleResult:
     partitions: int
+    system: str = "samsa"
     create_s_per_1000: float = 0.0
     create_s_per_1000_last: float = 0.0
     open_files: int = 0
@@ -118,6 +136,40 @@ class Node:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) / 1024
         return 0.0
+
+
+class KafkaNode:
+    """Apache Kafka as ``Node`` is Samsa: the same start, stop and readings."""
+
+    def __init__(self, data: Path) -> None:
+        self.kafka = ApacheKafka(data / "kafka", configs=KAFKA_DEFAULTS_BACK)
+
+    def start(self) -> tuple[float, float]:
+        self.kafka.format_storage()  # once: later starts find it formatted
+        began = time.perf_counter()
+        self.kafka.launch()
+        self.kafka.wait_ready(START_TIMEOUT_SECONDS)
+        started = time.perf_counter() - began
+        produce_one(self.bootstrap, "first-produce")
+        return started, time.perf_counter() - began
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if sig == signal.SIGKILL:
+            self.kafka.kill()
+        else:
+            self.kafka.stop(timeout_s=300)
+
+    def open_files(self) -> int:
+        assert self.kafka.process is not None
+        return len(os.listdir(f"/proc/{self.kafka.process.pid}/fd"))
+
+    def rss_mib(self) -> float:
+        assert self.kafka.process is not None
+        return tree_rss_bytes(self.kafka.process.pid) / MIB
 
 
 def produce_one(bootstrap: str, topic: str) -> None:
@@ -210,16 +262,16 @@ def throughput(bootstrap: str, admin: AdminClient, active: int, records: int) ->
 
 
 def measure(partitions: int, *, large_create: int, records: int, work: Path,
-            progress: Callable[[str], None]) -> ScaleResult:
-    result = ScaleResult(partitions, large_create_partitions=large_create)
-    node = Node(work)
+            progress: Callable[[str], None], system: str = "samsa") -> ScaleResult:
+    result = ScaleResult(partitions, system, large_create_partitions=large_create)
+    node: Node | KafkaNode = Node(work) if system == "samsa" else KafkaNode(work)
     node.start()
     try:
         admin = AdminClient({"bootstrap.servers": node.bootstrap, **QUIET})
         create(admin, "steady", 1)
         times = []
         for index in range(max(1, partitions // TOPIC_PARTITIONS)):
-            progress(f"{partitions:,}: creating {(index + 1) * TOPIC_PARTITIONS:,}")
+            progress(f"{system} {partitions:,}: creating {(index + 1) * TOPIC_PARTITIONS:,}")
             times.append(create(admin, f"scale-{index}", TOPIC_PARTITIONS))
         result.create_s_per_1000 = sum(times) / len(times)
         result.create_s_per_1000_last = times[-1]
@@ -231,7 +283,11 @@ def measure(partitions: int, *, large_create: int, records: int, work: Path,
         result.large_create_s = took
         result.produce_p99_during_create_ms = percentile(latencies, 0.99)
         result.produce_max_during_create_ms = max(latencies, default=0.0)
+        existing = partitions + large_create + 1
         for active in (1, 100, 10_000):
+            if system == "kafka" and existing + active > KAFKA_PARTITIONS_BUDGET:
+                continue
+            existing += active
             if active <= partitions:
                 progress(f"{partitions:,}: throughput over {active:,} partitions")
                 produced, consumed = throughput(node.bootstrap, admin, active, records)
@@ -253,15 +309,20 @@ def measure(partitions: int, *, large_create: int, records: int, work: Path,
 
 
 def table(results: list[ScaleResult], env: dict[str, Any]) -> Table:
-    view = Table(title="Samsa at scale: one node (Apache Kafka: n/a, not available here yet)",
+    """A column per Samsa scale, then per Kafka scale (n/a where Kafka did not run)."""
+    view = Table(title=f"One node at scale: Samsa and Apache Kafka {KAFKA_VERSION}",
                  caption=rounds.caption(env))
     view.add_column("figure")
-    for result in results:
-        view.add_column(f"{result.partitions:,} partitions", justify="right")
-    view.add_column("Apache Kafka", justify="right")
+    samsa = [result for result in results if result.system == "samsa"]
+    kafka = {result.partitions: result for result in results if result.system == "kafka"}
+    columns: list[ScaleResult | None] = [*samsa, *(kafka.get(r.partitions) for r in samsa)]
+    for result in samsa:
+        view.add_column(f"Samsa {result.partitions:,}", justify="right")
+    for result in samsa:
+        view.add_column(f"Kafka {result.partitions:,}", justify="right")
 
     def row(name: str, value: Callable[[ScaleResult], str]) -> None:
-        view.add_row(name, *(value(result) for result in results), "n/a")
+        view.add_row(name, *("n/a" if result is None else value(result) for result in columns))
 
     row("create s / 1,000 (mean)", lambda r: f"{r.create_s_per_1000:.2f}")
     row("create s / 1,000 (last)", lambda r: f"{r.create_s_per_1000_last:.2f}")
@@ -295,24 +356,28 @@ def scratch() -> Iterator[Path]:
         yield Path(directory)
 
 
-def main(*, quick: bool = False, json_path: Path | None = None) -> list[ScaleResult]:
+def main(*, quick: bool = False, json_path: Path | None = None,
+         kafka: bool = True) -> list[ScaleResult]:
     console = rounds.console()
     scales = (1_000, 5_000) if quick else (1_000, 10_000, 50_000)
     env = rounds.environment()
     results = []
+    runs = [(partitions, system) for partitions in scales
+            for system in ("samsa", "kafka")
+            if system == "samsa" or (kafka and partitions in KAFKA_SCALES)]
     with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("scale", total=len(scales))
-        for partitions in scales:
+        task = bar.add_task("scale", total=len(runs))
+        for partitions, system in runs:
             with scratch() as work:
                 results.append(measure(
                     partitions, large_create=2_000 if quick else 5_000,
-                    records=20_000 if quick else 200_000, work=work,
+                    records=20_000 if quick else 200_000, work=work, system=system,
                     progress=lambda text: bar.update(task, description=text)))
             bar.advance(task)
     env = rounds.finish(env)
     console.print(table(results, env))
     document = {"environment": env, "results": [asdict(result) for result in results],
-                "apache_kafka": None}
+                "apache_kafka": f"Apache Kafka {KAFKA_VERSION}" if kafka else None}
     rounds.write_results(document, json_path or RESULTS / "scale.json", console)
     return results
 
@@ -321,5 +386,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1k and 5k partitions, fewer records")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--no-kafka", action="store_true", help="Samsa alone")
     arguments = parser.parse_args()
-    main(quick=arguments.quick, json_path=arguments.json)
+    main(quick=arguments.quick, json_path=arguments.json, kafka=not arguments.no_kafka)
