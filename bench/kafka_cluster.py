@@ -19,6 +19,10 @@ in-sync replicas for every partition, one confluent-kafka producer (``acks=all``
 of the three nodes' process trees (``bench.cpu``); the three nodes' resident memory
 (``bench.memory``) is read after the consume.
 
+Before the first round each cluster takes one untimed round of the same workload (topic
+``rf3-warmup``): a JVM's first records run before its JIT compiler has caught up, and a broker
+in service is warm (``bench.broker`` does the same).
+
 Reported: records/s, CPU µs per record (three nodes), RSS (three nodes), the median (min–max)
 of the rounds, and Samsa ÷ Kafka, the median (min–max) of the paired per-round ratios.
 ``--quick``: 200,000 records, 2 rounds. Writes ``bench/results/kafka_cluster.json``.
@@ -149,8 +153,7 @@ def timed(cluster: Running, action: Callable[[], Any]) -> Phase:
     return Phase(seconds, cluster.cpu_seconds() - cpu)
 
 
-def measure(cluster: Running, round_index: int, count: int) -> ClusterRound:
-    topic = f"rf3-r{round_index}"
+def measure(cluster: Running, topic: str, count: int) -> ClusterRound:
     create_topic(cluster, topic)
     produced = timed(cluster, lambda: replication_throughput.produce(cluster.servers, topic,
                                                                      count, "all"))
@@ -188,9 +191,11 @@ def run(*, count: int, rounds_count: int, console: Console,
         clusters = {"samsa": start_samsa(work / "samsa", stack),
                     "kafka": start_kafka(work / "kafka", stack)}
         progress.remove_task(task)
+        for cluster in clusters.values():  # untimed: JIT-compiled JVMs, as in service
+            measure(cluster, "rf3-warmup", count)
         done = rounds.run_rounds(
             list(clusters), rounds_count,
-            lambda name, round_index: measure(clusters[name], round_index, count),
+            lambda name, round_index: measure(clusters[name], f"rf3-r{round_index}", count),
             progress=progress, label="acks=all RF 3: ")
     return {"count": count, "value_bytes": replication_throughput.VALUE_BYTES,
             "partitions": PARTITIONS, "replication_factor": REPLICATION_FACTOR,
