@@ -3,8 +3,9 @@ Apache Kafka 4.3.1 node holding 1k and 10k beside it.
 
 Per scale, on a fresh data directory, with confluent-kafka as the client:
 
-- create time per 1,000 partitions (topics of 1,000 partitions, one CreateTopics each; the mean
-  over the topics, and the last topic's, which shows whether creation grows with what exists);
+- create time per 1,000 partitions (topics of 1,000 partitions, one CreateTopics each, timed
+  until the broker's Metadata names a leader for each new partition; the mean over the topics,
+  and the last topic's, which shows whether creation grows with what exists);
 - open files (``/proc/<pid>/fd``) and RSS (``VmRSS``) once they exist;
 - produce p99 (ms) of a producer sending one 100-byte record at a time (acks=1) while a
   CreateTopics of ``LARGE_CREATE`` partitions runs (and its p50 before, for reference);
@@ -186,10 +187,28 @@ def produce_one(bootstrap: str, topic: str) -> None:
 
 
 def create(admin: AdminClient, name: str, partitions: int) -> float:
+    """Seconds from the CreateTopics to the broker's Metadata naming a leader for every new
+    partition: Kafka's CreateTopics returns once the controller committed the topic, and its
+    broker serves the partitions only after it applied that (creating every log), seconds
+    later under thousands of partitions — a producer that starts at once meets an unknown
+    topic (librdkafka gives up after ``topic.metadata.propagation.max.ms``, 30 s)."""
     started = time.perf_counter()
     admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
                         operation_timeout=600, request_timeout=900)[name].result(900)
+    deadline = started + START_TIMEOUT_SECONDS
+    while not served(admin, name, partitions):
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"{name}: {partitions} partitions not served in "
+                               f"{START_TIMEOUT_SECONDS:.0f} s")
+        time.sleep(0.05)  # the broker's metadata: no event to await but a Metadata request
     return time.perf_counter() - started
+
+
+def served(admin: AdminClient, name: str, partitions: int) -> bool:
+    described = admin.list_topics(name, timeout=30).topics.get(name)
+    return (described is not None and described.error is None
+            and len(described.partitions) == partitions
+            and all(partition.leader >= 0 for partition in described.partitions.values()))
 
 
 def produce_latencies(bootstrap: str, topic: str, stop: threading.Event) -> list[float]:
@@ -239,16 +258,25 @@ def throughput(bootstrap: str, admin: AdminClient, active: int, records: int) ->
     create(admin, topic, active)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
     payload = b"x" * 100
+    failed: list[object] = []
+
+    def delivered(error: object, _message: object) -> None:
+        if error is not None:
+            failed.append(error)
+
     started = time.perf_counter()
     for index in range(records):
         while True:
             try:
-                producer.produce(topic, payload, partition=index % active)
+                producer.produce(topic, payload, partition=index % active, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.01)
-    producer.flush(600)
+    left = producer.flush(600)
     produced = records / (time.perf_counter() - started)
+    if left or failed:
+        raise RuntimeError(f"{topic}: {left} records not delivered, {len(failed)} failed "
+                           f"({failed[0] if failed else ''})")
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                          "enable.auto.commit": False, **QUIET})
     consumer.assign([TopicPartition(topic, index, 0) for index in range(active)])
