@@ -1,6 +1,13 @@
 """``python -m bench`` (``make bench``): every benchmark, one after the other (the Spark one
 needs Java 17), each comparison in interleaved rounds (``bench.rounds``).
 
+Apache Kafka 4.3.1 (``compat.apache_kafka``: Java 17 and Maven fetch it on first use) is in
+every table where it runs: a peer in the broker bench (throughput, CPU, memory, start-up), its
+own ``kafka-producer-perf-test`` / ``kafka-consumer-perf-test`` against Samsa and Kafka
+(``bench.kafka_perf``), Spark's ``format("kafka")`` on both in the Spark bench, a Kafka column
+in the scaling bench, and three Kafka nodes against three Samsa nodes (``bench.kafka_cluster``,
+after the replication bench).
+
 ``python -m bench --quick`` runs each with smaller counts; ``--rounds N`` sets the rounds of
 every comparison (5 by default). The cluster bench (``bench.cluster``: topic creations through
 the quorum, controller failover) and the Raft simulator's time compression (``bench.raft_sim``)
@@ -20,6 +27,8 @@ from bench import (
     consumer_perf,
     durability,
     groups,
+    kafka_cluster,
+    kafka_perf,
     raft_sim,
     replication,
     rounds,
@@ -37,6 +46,7 @@ if __name__ == "__main__":
     quick, count = arguments.quick, arguments.rounds
     storage.main(mib=64 if quick else 512, rounds_count=count)
     broker.main(quick=quick, rounds_count=count)
+    kafka_perf.main(quick=quick, rounds_count=count)  # Kafka's own perf tools on both brokers
     groups.main(quick=quick, rounds_count=count)
     client_perf.main(num_records=30_000 if quick else 300_000, rounds_count=count)
     consumer_perf.main(num_records=50_000 if quick else 500_000, rounds_count=count)
@@ -45,4 +55,5 @@ if __name__ == "__main__":
     cluster.main(quick=quick, rounds_count=count)
     raft_sim.main(quick=quick, rounds_count=count)
     replication.main(quick=quick, rounds_count=count)  # issue 12
+    kafka_cluster.main(quick=quick, rounds_count=count)  # acks=all RF 3: 3 Kafka vs 3 Samsa
     durability.main(quick=quick, rounds_count=count)  # issue 13: flush.messages=1 vs default

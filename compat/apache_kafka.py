@@ -218,8 +218,10 @@ def free_port() -> int:
 @dataclass
 class ApacheKafka:
     """One Apache Kafka node in KRaft combined mode (broker and controller) on 127.0.0.1 with
-    ephemeral ports: ``start()`` formats ``directory/data`` and waits until the broker answers;
-    ``stop()`` sends SIGTERM (a clean shutdown), ``kill()`` SIGKILL."""
+    ephemeral ports: ``start()`` formats ``directory/data`` (``format_storage``), starts the JVM
+    (``launch``) and waits until the broker answers (``wait_ready``); ``stop()`` sends SIGTERM
+    (a clean shutdown), ``kill()`` SIGKILL. A node of a multi-node quorum names every voter in
+    ``voters`` (``ApacheKafkaCluster``)."""
 
     directory: Path
     configs: Mapping[str, str] = field(default_factory=dict)
@@ -228,7 +230,9 @@ class ApacheKafka:
     port: int = 0
     controller_port: int = 0
     cluster_id: str = field(default_factory=random_cluster_id)
+    voters: str = ""  # controller.quorum.voters of a multi-node quorum; "" = this node alone
     process: subprocess.Popen[bytes] | None = None
+    _log_start: int = field(default=0, repr=False)
 
     @property
     def bootstrap(self) -> str:
@@ -246,7 +250,7 @@ class ApacheKafka:
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
-            "controller.quorum.voters": f"{self.node_id}@127.0.0.1:{self.controller_port}",
+            "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -263,7 +267,14 @@ class ApacheKafka:
         }
 
     def start(self, timeout_s: float = 90) -> ApacheKafka:
-        home = kafka_home()
+        self.format_storage()
+        self.launch()
+        self.wait_ready(timeout_s)
+        return self
+
+    def format_storage(self) -> Path:
+        """Pick the ports, write ``server.properties`` and format ``data`` (``kafka-storage
+        format``) unless it is formatted already; the properties file."""
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -272,16 +283,23 @@ class ApacheKafka:
         if not (self.data / "meta.properties").exists():
             run_tool("kafka-storage", "format", "-t", self.cluster_id, "-c", str(config),
                      "--ignore-formatted", check=True)
+        return config
+
+    def launch(self) -> None:
+        """Start the JVM (``kafka.Kafka``) on the formatted directory without waiting for it."""
+        home = kafka_home()
         env = {**os.environ, "KAFKA_LOG_FILE": str(self.log_file)}
+        # a restarted node appends to its log: only what this run writes counts as ready
+        self._log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
         with open(self.directory / "stderr.log", "ab") as stderr:  # the child keeps its copy
             self.process = subprocess.Popen(
-                java_command(TOOLS["kafka-server-start"], [str(config)], home=home,
-                             jvm=(*self.heap, *BROKER_JVM), log4j="broker-log4j2.properties"),
+                java_command(TOOLS["kafka-server-start"], [str(self.directory / "server.properties")],
+                             home=home, jvm=(*self.heap, *BROKER_JVM),
+                             log4j="broker-log4j2.properties"),
                 env=env, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
-        self._wait_ready(timeout_s)
-        return self
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def wait_ready(self, timeout_s: float = 90) -> None:
+        """Until this run's log says "Kafka Server started" (RuntimeError if the JVM exits)."""
         deadline = time.monotonic() + timeout_s
         marker = "Kafka Server started"
         while time.monotonic() < deadline:
@@ -289,10 +307,15 @@ class ApacheKafka:
             if self.process.poll() is not None:
                 raise RuntimeError(f"Apache Kafka exited with {self.process.returncode}; see "
                                    f"{self.log_file} and {self.directory / 'stderr.log'}")
-            if self.log_file.exists() and marker in self.log_file.read_text(errors="replace"):
+            if self.log_file.exists() and marker in self._log_since_launch():
                 return
             time.sleep(0.1)  # the JVM's own start: no event to await but its log line
         raise TimeoutError(f"Apache Kafka not started in {timeout_s} s; see {self.log_file}")
+
+    def _log_since_launch(self) -> str:
+        with open(self.log_file, "rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode(errors="replace")
 
     def stop(self, timeout_s: float = 60) -> int | None:
         return self._signal(signal.SIGTERM, timeout_s)
@@ -309,3 +332,52 @@ class ApacheKafka:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             return self.process.wait(30)
+
+
+@dataclass
+class ApacheKafkaCluster:
+    """``size`` Apache Kafka nodes on 127.0.0.1, each a combined broker and controller, the
+    ``size`` of them one KRaft quorum (static ``controller.quorum.voters``) of one cluster id:
+    node ``N`` lives in ``directory/node-N``. ``start()`` formats every node, starts every JVM,
+    then waits for each (a node's broker starts only once the quorum has a leader, so they must
+    all be launched before any is awaited). The internal topics keep Kafka's default
+    replication factor, 3 (``configs`` may say otherwise)."""
+
+    directory: Path
+    size: int = 3
+    configs: Mapping[str, str] = field(default_factory=dict)
+    heap: Sequence[str] = BROKER_HEAP
+    nodes: list[ApacheKafka] = field(default_factory=list)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    def start(self, timeout_s: float = 180) -> ApacheKafkaCluster:
+        ports = {node_id: (free_port(), free_port()) for node_id in range(1, self.size + 1)}
+        voters = ",".join(f"{node_id}@127.0.0.1:{controller}"
+                          for node_id, (_, controller) in ports.items())
+        cluster_id, internal = random_cluster_id(), str(min(3, self.size))
+        defaults = {"offsets.topic.replication.factor": internal,
+                    "transaction.state.log.replication.factor": internal,
+                    "transaction.state.log.min.isr": str(min(2, self.size)),
+                    "share.coordinator.state.topic.replication.factor": internal,
+                    "share.coordinator.state.topic.min.isr": str(min(2, self.size))}
+        self.nodes = [ApacheKafka(self.directory / f"node-{node_id}", {**defaults, **self.configs},
+                                  self.heap, node_id, port, controller, cluster_id, voters)
+                      for node_id, (port, controller) in ports.items()]
+        try:
+            for node in self.nodes:
+                node.format_storage()
+            for node in self.nodes:
+                node.launch()
+            for node in self.nodes:
+                node.wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
