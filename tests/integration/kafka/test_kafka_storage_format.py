@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -56,7 +57,7 @@ def kafka_format(tmp_path: Path, settings: dict[str, str], cluster_id: str) -> N
     assert "Formatting metadata directory" in result.stdout
 
 
-def sasl_config(settings: dict[str, str], user: str, password: str | None = None) -> dict[str, object]:
+def sasl_config(settings: dict[str, str], user: str, password: str | None = None) -> dict[str, Any]:
     mechanism, secret = USERS[user]
     port = settings["listeners"].split("SASL_PLAINTEXT://127.0.0.1:")[1].split(",")[0]
     return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
@@ -73,7 +74,7 @@ def wait_unfenced(node: BrokerProcess) -> None:
         time.sleep(0.05)  # the node's log line is the only signal
 
 
-def authentication_error(config: dict[str, object]) -> bool:
+def authentication_error(config: dict[str, Any]) -> bool:
     """Whether the client is refused with an authentication error (its error callback)."""
     errors: list[KafkaError] = []
     producer = Producer({**config, "error_cb": errors.append})
@@ -83,7 +84,7 @@ def authentication_error(config: dict[str, object]) -> bool:
     return any(error.code() == KafkaError._AUTHENTICATION for error in errors)
 
 
-def produce_and_consume(config: dict[str, object], topic: str) -> list[bytes]:
+def produce_and_consume(config: dict[str, Any], topic: str) -> list[bytes]:
     producer = Producer({**config, "message.timeout.ms": 20000})
     errors: list[object] = []
     for index in range(3):
