@@ -98,7 +98,7 @@ def produce_and_consume(config: dict[str, Any], topic: str) -> list[bytes]:
         for _ in range(60):
             message = consumer.poll(1.0)
             if message is not None and message.error() is None:
-                values.append(message.value())
+                values.append(message.value() or b"")
             if len(values) == 3:
                 break
         return values
