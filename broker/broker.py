@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.apis import BROKER_LISTENER, listener_type
@@ -40,6 +41,7 @@ from replication.controller.quorum import QuorumController
 from replication.events import EVENTS
 from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
 from replication.isr import IsrChange
+from replication.metadata.bootstrap import read_bootstrap
 from replication.metadata.delta import LocalReplicaChanges
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.partition import Partition
@@ -219,9 +221,14 @@ class Broker:
                 self.controller, LocalController))
         self.replica_manager.high_watermark_checkpoints = {}  # new partitions start at 0
         assert self.replica_manager.metadata_log is not None
+        metadata_log = self.replica_manager.metadata_log
+        bootstrap = read_bootstrap(Path(metadata_log.directory).parent)
         if isinstance(self.controller, LocalController):
-            self.controller.start(self.replica_manager.metadata_log)
+            self.controller.start(metadata_log)
+            self.controller.write_bootstrap(bootstrap)
         else:
+            if self.quorum_controller is not None:
+                self.quorum_controller.bootstrap = bootstrap
             self._join_quorum()
         if self.quorum is None:  # a cluster loads what this node leads as it is elected
             self.offsets_loader.schedule()

@@ -281,7 +281,7 @@ class ApacheKafka:
         config = self.directory / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in self.properties().items()))
         if not (self.data / "meta.properties").exists():
-            run_tool("kafka-storage", "format", "-t", self.cluster_id, "-c", str(config),
+            run_tool("kafka-storage", "format", f"--cluster-id={self.cluster_id}", "-c", str(config),
                      "--ignore-formatted", check=True)
         return config
 

@@ -4,16 +4,14 @@ The suites shell out to Kafka's Java tools: librdkafka's tests through ``$KAFKA_
 kafka-python's fixtures through ``$KAFKA_ROOT/bin``. ``kafka_home(cache)`` writes
 ``.cache/compat/kafka-home/bin/<tool>.sh`` scripts:
 
-- ``KAFKA_TOOLS`` (``kafka-topics.sh``, ``kafka-acls.sh``): Apache Kafka's real tools, their
-  main classes run from the jars ``compat.apache_kafka`` fetches into ``.cache/kafka/`` (the
-  command line of ``compat.apache_kafka.java_command``), as Kafka's ``bin/`` scripts run them.
-- ``STAND_INS`` (``kafka-storage.sh``): compat's Python stand-in, run with Samsa's interpreter
-  from the repository root. Kafka's ``kafka-storage format`` writes the ``--add-scram``
-  credentials into a ``bootstrap.checkpoint`` that Samsa's broker does not read, and
-  kafka-python's SASL fixture starts a Samsa broker (``compat/kafka_python/service.py``) that
-  needs those users; the stand-in records them for it.
+- ``KAFKA_TOOLS`` (``kafka-topics.sh``, ``kafka-acls.sh``, ``kafka-storage.sh``): Apache Kafka's
+  real tools, their main classes run from the jars ``compat.apache_kafka`` fetches into
+  ``.cache/kafka/`` (the command line of ``compat.apache_kafka.java_command``), as Kafka's
+  ``bin/`` scripts run them. ``kafka-storage.sh format --add-scram`` writes the users into a
+  ``bootstrap.checkpoint`` that Samsa reads when its metadata log is empty
+  (``replication.metadata.bootstrap``): kafka-python's SASL fixture relies on it.
 
-A tool listed in neither is missing (a test calling it fails).
+A tool not listed is missing (a test calling it fails). There are no stand-ins left.
 
 Java: librdkafka's tests 0098 (TransactionProducerCli) and 0113's Java interop sub-test
 (IncrementalRebalanceCli; it skips itself whenever ``sasl.mechanism`` is set, which it always is)
@@ -29,7 +27,6 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -39,10 +36,7 @@ from compat.apache_kafka import TOOLS, java_command
 KAFKA_TOOLS = {
     "kafka-topics.sh": "kafka-topics",
     "kafka-acls.sh": "kafka-acls",
-}
-# Kafka's bin/ script -> the module that stands in for it (see the module docstring).
-STAND_INS = {
-    "kafka-storage.sh": "compat.kafka_storage",
+    "kafka-storage.sh": "kafka-storage",
 }
 # The Kafka release whose client jar the Java test programs run with (TEST_KAFKA_VERSION's).
 KAFKA_CLIENTS = "org.apache.kafka:kafka-clients:4.0.0"
@@ -59,10 +53,6 @@ def kafka_home(cache: Path) -> Path:
     for script, tool in KAFKA_TOOLS.items():
         command = " ".join(shlex.quote(part) for part in java_command(TOOLS[tool], []))
         _write_script(home / "bin" / script, f'exec {command} "$@"')
-    root = Path(__file__).resolve().parents[1]
-    for script, module in STAND_INS.items():
-        _write_script(home / "bin" / script, f"cd {shlex.quote(str(root))} && "
-                      f'exec {shlex.quote(sys.executable)} -m {module} "$@"')
     run_class = home / "bin" / "kafka-run-class.sh"
     run_class.write_text(RUN_CLASS)
     run_class.chmod(0o755)

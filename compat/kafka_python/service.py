@@ -7,42 +7,48 @@ Its ``KafkaFixture`` uses it two ways:
   an ``ExternalService``: nothing to start or stop.
 - Without it (``test_sasl_integration.py``, run on its own), the fixture renders
   ``kafka.properties`` and ``kafka_server_jaas.conf`` from the templates compat copies into
-  ``servers/resources/default/``, runs ``$KAFKA_ROOT/bin/kafka-storage.sh format`` (compat's
-  stand-in records its ``--add-scram`` credentials next to the properties file) and then
-  ``SpawnedService([".../kafka-run-class.sh", "kafka.Kafka", PROPERTIES], env)``. In place of
-  the JVM, ``SpawnedService.start`` starts a Samsa broker with those properties, passing the
-  ``KafkaServer`` entry of the JAAS file named by ``-Djava.security.auth.login.config`` in
-  ``KAFKA_OPTS`` as ``sasl.jaas.config`` (PLAIN users are its ``user_<name>`` options), then
-  creates the recorded SCRAM users with AlterUserScramCredentials through the template's
-  PLAINTEXT listener ``INTERNAL``. For an SSL broker (``test_ssl_integration.py``'s fixture)
+  ``servers/resources/default/``, runs ``$KAFKA_ROOT/bin/kafka-storage.sh format --standalone``
+  — Apache Kafka's own tool, which writes ``meta.properties``, the ``--add-scram`` users and
+  feature levels into ``bootstrap.checkpoint`` and a one-voter bootstrap snapshot into
+  ``__cluster_metadata-0`` — and then ``SpawnedService([".../kafka-run-class.sh", "kafka.Kafka",
+  PROPERTIES], env)``. In place of the JVM, ``SpawnedService.start`` starts a Samsa broker on
+  that data directory with those properties, passing the ``KafkaServer`` entry of the JAAS file
+  named by ``-Djava.security.auth.login.config`` in ``KAFKA_OPTS`` as ``sasl.jaas.config``
+  (PLAIN users are its ``user_<name>`` options). Samsa reads the SCRAM users from
+  ``bootstrap.checkpoint`` itself. One translation: ``--standalone`` formats a dynamic quorum
+  (KIP-853, ``controller.quorum.bootstrap.servers`` and no ``controller.quorum.voters``, which
+  Kafka's tool refuses together with ``--standalone``); Samsa has only static quorums, so the
+  stand-in starts it with ``controller.quorum.voters=<node.id>@<that one bootstrap server>`` —
+  the same single voter. For an SSL broker (``test_ssl_integration.py``'s fixture)
   the fixture makes a Java key store and trust store with ``keytool`` (``ssl.keystore.type``
   unset: Kafka's JKS; JDK 9+ writes PKCS#12 whatever the file is called); Samsa reads PEM
   stores only, so the stand-in converts both with the ``openssl`` CLI (``keytool
   -importkeystore`` first for a true JKS file) into PEM files beside them and starts the broker
   with ``ssl.keystore.type=PEM`` / ``ssl.truststore.type=PEM`` and no store passwords — the
   conversion Samsa's README tells its users to make. ``wait_for(pattern)`` — the fixture waits for the JVM's
-  "Kafka Server started" and "Replayed UserScramCredentialRecord" lines — answers whether all of
-  that succeeded; on False the fixture stops it and retries on another port, as it would a JVM.
+  "Kafka Server started" and "Replayed UserScramCredentialRecord" lines — answers whether the
+  broker is up and its registration unfenced (clients asking earlier get metadata without it);
+  on False the fixture stops it and retries on another port, as it would a JVM.
 
 The broker's log is appended to ``$SAMSA_COMPAT_BROKER_LOG`` (set by compat, kept with the
 results) or else ``$LOG_DIR/samsa-broker.log``; ``dump_logs()`` logs its tail.
 """
 
-import json
 import logging
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
-from compat.kafka_storage import SCRAM_FILE
-from compat.samsa_broker import SamsaBroker, ScramUser, create_scram_users
+from compat.samsa_broker import SamsaBroker
 
 log = logging.getLogger(__name__)
 
 JAAS_OPTION = re.compile(r"-Djava\.security\.auth\.login\.config=(\S+)")
 KAFKA_SERVER_ENTRY = re.compile(r"\bKafkaServer\s*\{(.*?)\}\s*;", re.DOTALL)
-SETUP_LISTENER = "INTERNAL"
+UNFENCED = re.compile(r"broker \d+ unfenced")
+UNFENCED_TIMEOUT_S = 30
 LOG_TAIL_LINES = 40
 
 
@@ -84,13 +90,25 @@ class SpawnedService:
                         or Path(self.env["LOG_DIR"]) / "samsa-broker.log")
         try:
             self.broker = SamsaBroker(log_path, self._settings(properties_path)).start()
-            create_scram_users(self.broker.address(SETUP_LISTENER), _scram_users(properties_path))
-            self.ready = True
+            self.ready = self._wait_unfenced()
         except Exception:
             log.exception("compat: the Samsa broker for %s did not come up", properties_path)
 
+    def _wait_unfenced(self):
+        """The broker's log says its registration is unfenced (the only signal it gives)."""
+        deadline = time.monotonic() + UNFENCED_TIMEOUT_S
+        with open(self.broker.log_path, errors="replace") as log:
+            log.seek(self.broker._log_offset)
+            seen = ""
+            while time.monotonic() < deadline and self.broker.alive():
+                seen += log.read()
+                if UNFENCED.search(seen):
+                    return True
+                time.sleep(0.05)
+        return False
+
     def _settings(self, properties_path):
-        settings = _pem_stores(_read_properties(properties_path))
+        settings = _static_quorum(_pem_stores(_read_properties(properties_path)))
         jaas = _jaas_entry(self.env.get("KAFKA_OPTS", ""))
         if jaas:
             settings["sasl.jaas.config"] = jaas
@@ -165,9 +183,11 @@ def _jaas_entry(kafka_opts):
     return entry.group(1).strip() if entry else ""
 
 
-def _scram_users(properties_path):
-    recorded = properties_path.parent / SCRAM_FILE
-    if not recorded.exists():
-        return []
-    return [ScramUser(item["mechanism"], item["name"], item["password"], item["iterations"])
-            for item in json.loads(recorded.read_text())]
+def _static_quorum(settings):
+    """The one-voter dynamic quorum ``kafka-storage format --standalone`` formats, as the static
+    quorum Samsa runs (see the module docstring); other settings are returned as they are."""
+    servers = [s.strip() for s in settings.get("controller.quorum.bootstrap.servers", "").split(",")
+               if s.strip()]
+    if "controller.quorum.voters" not in settings and len(servers) == 1:
+        settings["controller.quorum.voters"] = f"{settings['node.id']}@{servers[0]}"
+    return settings

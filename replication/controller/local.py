@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 from protocol.codec import Message
 from replication.controller.planning import PRODUCER_ID_BLOCK_SIZE, Plan, PlanningController
 from replication.controller.proposal import Proposal
+from replication.metadata.bootstrap import BootstrapMetadata
 from replication.metadata.image import MetadataImage
 from replication.metadata.log import AppendedBatch, MetadataLog
 from replication.metadata.staging import StagedBatch, stage_batch
@@ -87,6 +88,17 @@ class LocalController(PlanningController):
         self._queue: deque[_Operation] = deque()
         self._in_flight: _Operation | None = None
         self._idle: asyncio.Event | None = None
+
+    def write_bootstrap(self, bootstrap: BootstrapMetadata | None) -> None:
+        """At start-up, before serving: an empty metadata log opens with the bootstrap records
+        (``replication.metadata.bootstrap``: feature levels, SCRAM users), as Kafka's controller
+        writes them into an empty log; a log that has records, or no bootstrap file, is left
+        as it is."""
+        if bootstrap is None or self.image.last_offset >= 0:
+            return
+        logger.info("writing the bootstrap metadata from %s (metadata.version %s, %d records)",
+                    bootstrap.source, bootstrap.metadata_version, len(bootstrap.records))
+        self.propose(bootstrap.records).result()  # synchronous before use_executor: committed
 
     def use_executor(self, executor: Executor, loop: asyncio.AbstractEventLoop,
                      *, inline_records_max: int = INLINE_RECORDS_MAX) -> None:

@@ -63,6 +63,7 @@ from replication.controller.partition_change import partitions_where
 from replication.controller.periodic import PeriodicOperation
 from replication.controller.planning import Plan, PlanningController
 from replication.controller.proposal import Proposal
+from replication.metadata.bootstrap import BootstrapMetadata
 from replication.metadata.image import (
     NO_LEADER,
     MetadataImage,
@@ -138,6 +139,8 @@ class QuorumController(PlanningController):
         self._applied_offset = -1  # last committed offset applied to the image
         self._clock_ms = clock_ms
         self._new_cluster_id = new_cluster_id
+        # this node's bootstrap.checkpoint, if formatted with one (set at start-up)
+        self.bootstrap: BootstrapMetadata | None = None
         self._activated_epoch: int | None = None  # the epoch whose activation ran
         self._fencing_queued = False
         self.heartbeats = BrokerHeartbeatManager(session_timeout_ms)
@@ -218,8 +221,19 @@ class QuorumController(PlanningController):
         if self.image.cluster_id is None:
             cluster_id = self._new_cluster_id()
             logger.info("controller %d: a new cluster: id %s", self.node_id, cluster_id)
-            records = [cluster_id_record(cluster_id), *feature_level_records(self.image)]
+            records = [cluster_id_record(cluster_id), *self._first_records()]
             self._queue.appendleft(_Operation(lambda: (cluster_id, records), Proposal()))
+
+    def _first_records(self) -> list[Message]:
+        """What follows a new cluster's id: the bootstrap records when the metadata log is
+        empty and this node was formatted with a ``bootstrap.checkpoint`` (Kafka's controller
+        writes them when its log is empty), else the image's finalized features."""
+        if self.bootstrap is None or self.image.last_offset >= 0:
+            return list(feature_level_records(self.image))
+        logger.info("controller %d: writing the bootstrap metadata from %s (metadata.version "
+                    "%s, %d records)", self.node_id, self.bootstrap.source,
+                    self.bootstrap.metadata_version, len(self.bootstrap.records))
+        return list(self.bootstrap.records)
 
     def _pump(self) -> None:
         """Plan and propose queued operations while nothing is in flight."""

@@ -203,17 +203,21 @@ def write_snapshot(directory: Path, snapshot_id: SnapshotId, batches: Iterable[b
 # -- reading ----------------------------------------------------------------------------------
 
 
-def read_snapshot(path: Path) -> Snapshot:
-    """Read and check a whole snapshot file; SnapshotError with the reason if it is unusable."""
-    parsed = parse_snapshot_path(path)
-    if parsed is None or parsed.partial or parsed.deleted:
-        raise SnapshotError(path, "not a snapshot file name (<20 digits>-<10 digits>.checkpoint)")
+def read_snapshot(path: Path, *, snapshot_id: SnapshotId | None = None) -> Snapshot:
+    """Read and check a whole snapshot file; SnapshotError with the reason if it is unusable.
+    ``snapshot_id``: a file in the snapshot layout whose name is not a snapshot's (Kafka's
+    ``bootstrap.checkpoint``: epoch 0), taken as that id."""
+    if snapshot_id is None:
+        parsed = parse_snapshot_path(path)
+        if parsed is None or parsed.partial or parsed.deleted:
+            raise SnapshotError(path, "not a snapshot file name (<20 digits>-<10 digits>.checkpoint)")
+        snapshot_id = parsed.snapshot_id
     try:
         data = path.read_bytes()
     except OSError as error:
         raise SnapshotError(path, f"cannot read: {error}") from None
-    batches = _read_batches(path, data, parsed.snapshot_id.epoch)
-    return _snapshot_of(path, parsed.snapshot_id, batches, len(data))
+    batches = _read_batches(path, data, snapshot_id.epoch)
+    return _snapshot_of(path, snapshot_id, batches, len(data))
 
 
 def read_snapshot_timestamp(path: Path) -> int:

@@ -1,27 +1,23 @@
-"""compat's stand-ins for Kafka's tools and for kafka-python's broker fixture: pure (no socket).
+"""compat's stand-in for kafka-python's broker fixture, and the scripts running Kafka's own tools:
+pure (no socket).
 
-kafka-storage.sh's ``--add-scram`` parsing and what it records, the ``kafka-home/bin`` scripts
-(Kafka's own kafka-topics.sh and kafka-acls.sh, the storage stand-in), ``SamsaBroker.address`` reading a listener from the broker log, and the
-kafka-python broker templates rendered as its ``KafkaFixture`` renders them, then read by
-Samsa's own config code and by the stand-in ``SpawnedService``.
+The ``kafka-home/bin`` scripts (Kafka's own kafka-topics.sh, kafka-acls.sh and kafka-storage.sh),
+``SamsaBroker.address`` reading a listener from the broker log, and the kafka-python broker
+templates rendered as its ``KafkaFixture`` renders them, then read by Samsa's own config code and
+by the stand-in ``SpawnedService`` (the ``--standalone`` quorum as Samsa's static one).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shlex
-import string
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from broker.config import BrokerConfig, parse_properties
-from compat import kafka_storage
 from compat.apache_kafka import TOOLS, java_command
 from compat.kafka_home import KAFKA_TOOLS, kafka_home
 from compat.samsa_broker import SamsaBroker
@@ -30,62 +26,7 @@ RESOURCES = Path(__file__).resolve().parents[3] / "compat" / "kafka_python" / "r
 SERVICE = RESOURCES.parent / "service.py"
 
 
-def test_add_scram_entries_as_kafka_storage_takes_them() -> None:
-    assert kafka_storage.parse_scram("SCRAM-SHA-512=[name=alice,password=alice-secret]") == {
-        "mechanism": "SCRAM-SHA-512", "name": "alice", "password": "alice-secret",
-        "iterations": 4096}
-    assert kafka_storage.parse_scram(
-        'SCRAM-SHA-256=[name="bob",iterations=8192,password="a=b"]') == {
-        "mechanism": "SCRAM-SHA-256", "name": "bob", "password": "a=b", "iterations": 8192}
-
-
-@pytest.mark.parametrize("entry", ["PLAIN=[name=a,password=b]", "SCRAM-SHA-512=[name=a]",
-                                   "SCRAM-SHA-512=[password=b]", "SCRAM-SHA-512=name=a",
-                                   "SCRAM-SHA-512=[name=,password=b]"])
-def test_bad_add_scram_entries_are_refused(entry: str) -> None:
-    with pytest.raises(ValueError):
-        kafka_storage.parse_scram(entry)
-
-
-WORD = st.text(string.ascii_letters + string.digits + "-_.@!$", min_size=1, max_size=20)
-
-
-@given(mechanism=st.sampled_from(kafka_storage.SCRAM_MECHANISMS), name=WORD, password=WORD,
-       iterations=st.integers(4096, 16384), quoted=st.booleans())
-def test_any_add_scram_entry_round_trips(mechanism: str, name: str, password: str,
-                                         iterations: int, quoted: bool) -> None:
-    quote = '"' if quoted else ""
-    entry = (f"{mechanism}=[name={quote}{name}{quote},iterations={iterations},"
-             f"password={quote}{password}{quote}]")
-    assert kafka_storage.parse_scram(entry) == {
-        "mechanism": mechanism, "name": name, "password": password, "iterations": iterations}
-
-
-def test_format_records_the_credentials_next_to_the_config(tmp_path: Path) -> None:
-    config = tmp_path / "kafka.properties"
-    config.write_text("node.id=0\n")
-    code = kafka_storage.main(["format", "--standalone", "-t", "abc", "-c", str(config),
-                               "--add-scram", "SCRAM-SHA-512=[name=alice,password=pw]"])
-    assert code == 0
-    assert json.loads((tmp_path / kafka_storage.SCRAM_FILE).read_text()) == [
-        {"mechanism": "SCRAM-SHA-512", "name": "alice", "password": "pw", "iterations": 4096}]
-    assert kafka_storage.main(["format", "-t", "abc", "-c", str(config)]) == 0
-    assert json.loads((tmp_path / kafka_storage.SCRAM_FILE).read_text()) == []
-
-
-def test_format_fails_like_kafka_storage(tmp_path: Path) -> None:
-    missing = tmp_path / "absent.properties"
-    assert kafka_storage.main(["format", "-t", "abc", "-c", str(missing)]) == 1
-    (tmp_path / "kafka.properties").write_text("")
-    assert kafka_storage.main(["format", "-t", "abc", "-c", str(tmp_path / "kafka.properties"),
-                               "--add-scram", "SCRAM-SHA-1=[name=a,password=b]"]) == 1
-    assert not (tmp_path / kafka_storage.SCRAM_FILE).exists()
-    with pytest.raises(SystemExit) as exit_info:
-        kafka_storage.main(["format", "-t", "abc"])
-    assert exit_info.value.code == 2
-
-
-def test_kafka_home_runs_kafkas_own_tools_and_the_storage_stand_in(tmp_path: Path) -> None:
+def test_kafka_home_runs_kafkas_own_tools(tmp_path: Path) -> None:
     home = kafka_home(tmp_path)
     assert home == (tmp_path / "kafka-home").resolve()
     for script, tool in KAFKA_TOOLS.items():
@@ -93,10 +34,10 @@ def test_kafka_home_runs_kafkas_own_tools_and_the_storage_stand_in(tmp_path: Pat
         assert os.access(path, os.X_OK)
         line = path.read_text().splitlines()[1]
         assert shlex.split(line) == ["exec", *java_command(TOOLS[tool], []), "$@"]
-    assert set(KAFKA_TOOLS) == {"kafka-topics.sh", "kafka-acls.sh"}
-    storage = (home / "bin" / "kafka-storage.sh").read_text()
-    assert "-m compat.kafka_storage" in storage
-    assert not (Path(__file__).resolve().parents[3] / "compat" / "kafka_topics.py").exists()
+    assert set(KAFKA_TOOLS) == {"kafka-topics.sh", "kafka-acls.sh", "kafka-storage.sh"}
+    assert TOOLS[KAFKA_TOOLS["kafka-storage.sh"]] == "kafka.tools.StorageTool"
+    compat = Path(__file__).resolve().parents[3] / "compat"
+    assert not (compat / "kafka_topics.py").exists() and not (compat / "kafka_storage.py").exists()
 
 
 def test_address_reads_this_starts_listeners_from_the_log(tmp_path: Path) -> None:
@@ -150,13 +91,17 @@ def test_the_fixture_templates_give_a_samsa_sasl_broker(mechanism: str, tmp_path
         {"KAFKA_OPTS": f" -Djava.security.auth.login.config={tmp_path / 'jaas.conf'}"})
     settings = spawned._settings(tmp_path / "kafka.properties")
     assert settings["sasl.jaas.config"] == binding["jaas_config"].strip()  # type: ignore[union-attr]
+    assert settings["controller.quorum.voters"] == "0@localhost:9094"  # --standalone's voter
     config = BrokerConfig.from_properties(settings)
     by_name = {listener.name: listener for listener in config.listeners}
-    assert (by_name["SASL_PLAINTEXT"].port, by_name["INTERNAL"].port) == (9093, 9094)
+    assert (by_name["SASL_PLAINTEXT"].port, by_name["CONTROLLER"].port) == (9093, 9094)
+    assert config.kraft.is_controller and config.kraft.is_broker
+    assert config.kraft.quorum.voter_ids == frozenset({0})
+    assert config.kraft.inter_broker_listener_name == "SASL_PLAINTEXT"
     sasl = config.listener_security["SASL_PLAINTEXT"]
     assert sasl.mechanisms == (mechanism,)
     assert sasl.plain_users == ({"alice": "alice-secret"} if mechanism == "PLAIN" else {})
-    assert config.listener_security["INTERNAL"].security_protocol == "PLAINTEXT"
+    assert config.listener_security["CONTROLLER"].security_protocol == "PLAINTEXT"
     command = parse_properties(rendered["sasl_command.conf"])
     assert (command["security.protocol"], command["sasl.mechanism"]) == ("SASL_PLAINTEXT",
                                                                          mechanism)
