@@ -14,7 +14,7 @@ import signal
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.group.offsets import partition_for
@@ -139,7 +139,11 @@ def test_a_consumer_group_resumes_from_its_commit_through_a_coordinator_on_anoth
     assert sorted(consume(first, 10)) == sorted(f"first-{i}".encode() for i in range(10))
     first.commit(asynchronous=False)
     committed = first.committed([TopicPartition("orders", p) for p in range(3)], timeout=10)
-    assert sum(tp.offset for tp in committed) == 10
+    # librdkafka commits the partitions it has a position in: one the (sticky) producer left
+    # empty may have none yet when the ten records are in, and then has no committed offset
+    # (-1001); the second consumer starts it from the earliest offset, which is the same.
+    assert sum(tp.offset for tp in committed if tp.offset >= 0) == 10
+    assert all(tp.offset >= 0 or tp.offset == OFFSET_INVALID for tp in committed)
     first.close()
 
     produce(bootstrap, "orders", [f"second-{i}".encode() for i in range(5)])

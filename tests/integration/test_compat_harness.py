@@ -41,7 +41,7 @@ def test_the_facts_the_skip_table_is_checked_against_come_from_the_running_broke
     assert INIT_PRODUCER_ID in facts.api_versions and JOIN_GROUP in facts.api_versions
     assert facts.kafka_version >= (4, 0)
     assert not facts.message_format_v1  # Produce v2 is answered UNSUPPORTED_VERSION
-    assert "SSL" not in facts.security_protocols and facts.quick_mode
+    assert {"SSL", "SASL_SSL"} <= facts.security_protocols and facts.quick_mode  # TLS listeners
 
 
 @pytest.mark.cluster
