@@ -222,7 +222,8 @@ def check_new_writes(bootstrap: str, written: Written) -> None:
     assert records[-1][2] == b"samsa-commit"
 
 
-@pytest.mark.parametrize("stop", ["clean", "killed"])
+# The kill -9 case is `slow` (~24 s, `make slow`): make test keeps the clean one.
+@pytest.mark.parametrize("stop", ["clean", pytest.param("killed", marks=pytest.mark.slow)])
 def test_samsa_serves_kafkas_directory(tmp_path: Path, stop: str) -> None:
     kafka = ApacheKafka(tmp_path / "kafka", heap=TEST_HEAP, configs=KAFKA_CONFIGS).start()
     try:

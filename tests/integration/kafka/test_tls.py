@@ -317,6 +317,7 @@ def test_kafka_topics_over_mutual_tls(pki: Pki, start: Any, tmp_path: Path) -> N
 # -- a three-node cluster whose node-to-node traffic is TLS ------------------------------------
 
 
+@pytest.mark.slow  # a three-node cluster, ~20 s with its stop: `make slow`
 def test_cluster_with_ssl_inter_broker_and_controller_listeners(
         pki: Pki, cluster_nodes: Any) -> None:
     # The cluster fixture names its listeners PLAINTEXT and CONTROLLER; the protocol map makes
