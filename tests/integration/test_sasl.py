@@ -9,8 +9,9 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -100,7 +101,7 @@ def client_config(broker: SaslBroker, mechanism: str, user: str, password: str) 
             "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
 
 
-def produce(config: dict[str, object], topic: str, values: list[bytes]) -> list[KafkaError | None]:
+def produce(config: Mapping[str, Any], topic: str, values: list[bytes]) -> list[KafkaError | None]:
     producer = Producer({**config, "message.timeout.ms": 10000})
     errors: list[KafkaError | None] = []
     for value in values:
@@ -109,7 +110,7 @@ def produce(config: dict[str, object], topic: str, values: list[bytes]) -> list[
     return errors
 
 
-def consume(config: dict[str, object], topic: str, count: int) -> list[bytes]:
+def consume(config: Mapping[str, Any], topic: str, count: int) -> list[bytes]:
     consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:8]}",
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])

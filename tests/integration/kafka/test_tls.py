@@ -9,14 +9,12 @@ from __future__ import annotations
 import re
 import socket
 import ssl
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -33,6 +31,7 @@ from confluent_kafka.admin import (
 from tests.integration.cluster_nodes import ClusterNodes, wait_until
 from tests.integration.conftest import BrokerProcess
 from tests.integration.kafka.tools import kafka
+from tests.integration.test_sasl import consume, produce  # the same clients over SASL
 from tests.integration.tls_certs import Identity, Pki, make_pki
 
 pytestmark = pytest.mark.integration
@@ -67,31 +66,6 @@ def rdkafka_ssl(pki: Pki, port: int, identity: Identity | None = None, *,
         config |= {"ssl.certificate.location": str(identity.certificate),
                    "ssl.key.location": str(identity.key)}
     return config
-
-
-def produce(config: dict[str, Any], topic: str, values: list[bytes]) -> list[KafkaError | None]:
-    producer = Producer({**config, "message.timeout.ms": 10000})
-    errors: list[KafkaError | None] = []
-    for value in values:
-        producer.produce(topic, value, on_delivery=lambda error, _message: errors.append(error))
-    assert producer.flush(TIMEOUT) == 0
-    return errors
-
-
-def consume(config: dict[str, Any], topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1) -> None:
