@@ -131,12 +131,8 @@ class Node:
         return len(os.listdir(f"/proc/{self.process.pid}/fd"))
 
     def rss_mib(self) -> float:
-        assert self.process is not None
-        with open(f"/proc/{self.process.pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
+        assert self.process is not None  # the process tree, as Kafka's column is measured
+        return tree_rss_bytes(self.process.pid) / MIB
 
 
 class KafkaNode:
