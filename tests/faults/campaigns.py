@@ -270,7 +270,34 @@ def wait_recovered(cluster: Any, topics: list[str], what: str, timeout_s: float 
         for topic in [*topics, *(t for t in INTERNAL_TOPICS if t in existing)]:
             cluster.wait_healthy(topic, timeout_s=max(1.0, deadline - time.monotonic()))
     except AssertionError as error:
-        raise AssertionError(f"{what}: {error}") from None
+        views = _views(cluster)
+        with (cluster.root / "not-recovered.jsonl").open("a") as out:
+            out.write(json.dumps({"what": what, "error": str(error), "views": views}) + "\n")
+        raise AssertionError(f"{what}: {error} (each node's view: not-recovered.jsonl)") from None
+
+
+def _views(cluster: Any) -> dict[str, Any]:
+    """What each node answers to Metadata when the recovery wait gives up: its controller, its
+    unfenced brokers and its partitions without a leader or a full ISR (the finding is which
+    node's view did not converge)."""
+    views: dict[str, Any] = {}
+    for node in cluster.node_ids:
+        try:
+            response = cluster.metadata(None, via=node, timeout_s=5.0)
+        except Exception as error:  # a node that cannot answer is the answer
+            views[str(node)] = {"error": repr(error)}
+            continue
+        views[str(node)] = {
+            "controller": response.controller_id,
+            "brokers": sorted(broker.node_id for broker in response.brokers),
+            "topic_errors": {t.name: t.error_code for t in response.topics if t.error_code},
+            "unhealthy": [
+                {"topic": t.name, "partition": p.partition_index, "leader": p.leader_id,
+                 "epoch": p.leader_epoch, "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes),
+                 "error": p.error_code}
+                for t in response.topics for p in t.partitions
+                if p.leader_id < 0 or set(p.isr_nodes) != set(p.replica_nodes) or p.error_code]}
+    return views
 
 
 def _merge_events(root: Path, history: History, nodes: list[int]) -> Counter[str]:
