@@ -35,6 +35,7 @@ from typing import Any
 
 from tests.faults.history import History, read_history
 from tests.faults.nemesis import FAST_TIMEOUTS, Nemesis
+from tests.integration.conftest import stack_dump
 
 __all__ = ["CASES", "Case", "RunResult", "run_case"]
 
@@ -273,6 +274,10 @@ def wait_recovered(cluster: Any, topics: list[str], what: str, timeout_s: float 
         views = _views(cluster)
         with (cluster.root / "not-recovered.jsonl").open("a") as out:
             out.write(json.dumps({"what": what, "error": str(error), "views": views}) + "\n")
+        for node in cluster.node_ids:  # where each node's threads were (a stalled loop, ...)
+            pid = cluster.pid(node)
+            if pid is not None:
+                (cluster.root / f"not-recovered-stacks-{node}.txt").write_text(stack_dump(pid))
         raise AssertionError(f"{what}: {error} (each node's view: not-recovered.jsonl)") from None
 
 

@@ -23,6 +23,21 @@ START_TIMEOUT_SECONDS = 30
 STOP_TIMEOUT_SECONDS = 30
 
 
+def stack_dump(pid: int) -> str:
+    """Every thread's Python stack in process ``pid`` (``py-spy dump``, a dev dependency), for a
+    broker that hangs; the reason instead when it cannot be taken (py-spy missing, ptrace not
+    permitted)."""
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        return "py-spy is not installed: no stacks"
+    try:
+        taken = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True,
+                               text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"py-spy dump failed: {error}"
+    return taken.stdout + taken.stderr
+
+
 @dataclass
 class BrokerProcess:
     log_dir: Path
@@ -64,9 +79,12 @@ class BrokerProcess:
         try:
             code = self.process.wait(STOP_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
+            stacks = self.stderr_path.with_suffix(".stacks.txt")
+            stacks.write_text(stack_dump(self.process.pid))
             self.process.kill()
             self.process.wait()
-            raise
+            raise AssertionError(f"the broker did not stop in {STOP_TIMEOUT_SECONDS} s after "
+                                 f"SIGTERM; its threads' stacks then: {stacks}") from None
         finally:
             if self.process.stdout is not None:
                 self.process.stdout.close()
