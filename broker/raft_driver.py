@@ -71,6 +71,7 @@ class RaftDriver:
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="raft-driver")
+        self._task.add_done_callback(_report_death)
 
     async def stop(self) -> None:
         """Graceful: the node resigns if it leads (EndQuorumEpoch sent), then the loop ends."""
@@ -147,3 +148,11 @@ class RaftDriver:
         self.node.handle_response(self._clock.milliseconds(),
                                   RaftResponse(send.destination, send.request_id, response))
         self._flush_sends()
+
+
+def _report_death(task: asyncio.Task[None]) -> None:
+    """The driver's loop ended by an exception: this node's Raft node no longer polls (no
+    election, no fetch, no timer) while the process serves on: say so loudly, at once."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.critical("the Raft driver stopped on an error: this node no longer takes part "
+                        "in the metadata quorum", exc_info=task.exception())
