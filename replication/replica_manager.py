@@ -74,7 +74,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -163,6 +163,7 @@ class ReplicaManager:
         self._loads_started: float | None = None
         self.logs_loaded = 0  # found logs loaded in the background so far
         self._load_waiters: list[asyncio.Future[None]] = []
+        self._loading: Counter[str] = Counter()  # found logs in ``creating``, by topic
         self.metadata_log: MetadataLog | None = None
         self.is_caught_up = False  # see caught_up()
         self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
@@ -188,8 +189,10 @@ class ReplicaManager:
         return None if self.disk_work is None else self.disk_work.settled(topics)
 
     def disk_work_pending(self, topic: str) -> bool:
-        """Whether logs of ``topic`` are being created or deleted on the storage worker."""
-        return self.disk_work is not None and self.disk_work.pending_on(topic)
+        """Whether logs of ``topic`` are being created, loaded or deleted on the storage
+        worker (or wait to load)."""
+        return self._loading[topic] > 0 or (
+            self.disk_work is not None and self.disk_work.pending_on(topic))
 
     def loaded(self) -> Awaitable[None] | None:
         """Resolves once no found log waits to load (or at a clean stop); None: none waits."""
@@ -475,6 +478,7 @@ class ReplicaManager:
                  if (entry := found.get((state.topic, state.partition.partition_id))) is not None]
         for pending in loads:
             self.creating[(pending.topic, pending.partition)] = pending
+            self._loading[pending.topic] += 1
         for start in range(0, len(loads), CREATE_CHUNK):
             self._load_queue.append(loads[start:start + CREATE_CHUNK])
         if loads:
@@ -534,6 +538,11 @@ class ReplicaManager:
         finally:
             self._pump_loads()
 
+    def _loaded_one(self, topic: str) -> None:
+        self._loading[topic] -= 1
+        if not self._loading[topic]:
+            del self._loading[topic]
+
     def _open_logs(self, chunk: Sequence[PendingLog]) -> dict[tuple[str, int], Exception]:
         """On the worker: each log's files (or, found at start-up, its load); the errors by
         partition (the rest succeeded)."""
@@ -559,6 +568,8 @@ class ReplicaManager:
             if pending.cancelled or self.creating.get(key) is not pending:
                 continue  # deleted meanwhile: the deletion job removes its files
             del self.creating[key]
+            if pending.found is not None:
+                self._loaded_one(pending.topic)
             error = outcome if isinstance(outcome, BaseException) else outcome.get(key)
             if error is not None or pending.log is None:
                 if pending.found is None:
@@ -598,6 +609,8 @@ class ReplicaManager:
                 pending.cancelled = True
                 if pending.found is None:
                     self.log_manager.release_directory(pending.directory)
+                else:
+                    self._loaded_one(pending.topic)
                 cancelled.append(pending)
             entry = self.log_manager.forget_unloaded(key)
             if entry is not None and pending is None:

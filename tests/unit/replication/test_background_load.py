@@ -22,10 +22,11 @@ import pytest
 from protocol.errors import NotLeaderOrFollowerError
 from protocol.records import Record, encode_batch
 from replication.controller.interface import NewTopic, TopicToDelete
+from replication.replica_manager import ReplicaManager
 from storage.checkpoint import OffsetCheckpointFile
 from storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from storage.clock import ManualClock
-from storage.log_manager import RECOVERY_POINT_CHECKPOINT
+from storage.log_manager import RECOVERY_POINT_CHECKPOINT, LogManager
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
 from tests.unit.replication.controller.node import NODE_ID, Node
 
@@ -180,4 +181,43 @@ def test_under_the_threshold_every_log_loads_before_serving(tmp_path: Path) -> N
     node = Node.start(tmp_path, ManualClock(2000), background_above=PARTITIONS + 1)
     assert not node.log_manager.unloaded and not node.replica_manager.creating
     assert len(node.replica_manager.partitions) == PARTITIONS
+    node.shutdown()
+
+
+def test_after_a_crash_held_leaderships_load_only_once_the_node_is_unfenced(
+        tmp_path: Path) -> None:
+    ends = written(tmp_path, clean=False)
+    log_manager = LogManager([tmp_path], clock=ManualClock(2000))
+    log_manager.startup(background_above=0, load_now=lambda topic: topic.startswith("__"))
+    manager = ReplicaManager(log_manager, node_id=NODE_ID, clock=ManualClock(2000))
+    manager.startup(hold_leadership=True)  # "Unclean restarts": leaderships held back
+    assert not manager.leadership_allowed and not manager.creating
+
+    async def scenario() -> None:
+        assert manager.loaded() is None  # nothing to load: this node may not lead yet
+        manager.allow_leadership()
+        loaded = manager.loaded()
+        assert loaded is not None
+        await loaded
+
+    serve(Node(log_manager, manager, None), scenario)  # type: ignore[arg-type]
+    for index, end in ends.items():
+        partition = manager.partition_or_error("t", index)
+        assert partition.is_leader and partition.log.log_end_offset == end
+    log_manager.shutdown()
+
+
+def test_a_topic_with_logs_waiting_to_load_counts_as_disk_work_under_way(tmp_path: Path) -> None:
+    """What a single node's Metadata answers LEADER_NOT_AVAILABLE on (as while a topic's logs
+    are created), so no producer is sent to a partition that cannot take its records yet."""
+    written(tmp_path)
+    node = Node.start(tmp_path, ManualClock(2000), background_above=0)
+    manager = node.replica_manager
+    assert manager.disk_work_pending("t") and not manager.disk_work_pending("other")
+
+    async def scenario() -> None:
+        await manager.loaded()  # type: ignore[misc]
+        assert not manager.disk_work_pending("t")
+
+    serve(node, scenario)
     node.shutdown()
