@@ -305,20 +305,26 @@ class LogManager:
         try:
             stored = self._on_disk(log, lambda: read_partition_metadata(log.directory))
         except CorruptPartitionMetadataError as error:
-            why = f"{error}"
+            self.topic_ids.pop(entry.key, None)
+            aside = self._set_aside(log)
+            logger.error("%s; the log of %s-%d is not served: renamed to %s, a new one is "
+                         "created and refetched from the leader", error, *entry.key, aside)
         else:
             if stored is None:
                 self._on_disk(log, lambda: write_partition_metadata(log.directory, topic_id))
                 self.topic_ids[entry.key] = topic_id
                 return log
             if stored.topic_id == topic_id:
+                self.topic_ids[entry.key] = topic_id
                 return log
-            why = (f"log {log.directory} has topic id {topic_id_to_string(stored.topic_id)} but "
-                   f"topic {entry.key[0]} has topic id {topic_id_to_string(topic_id)} in the "
-                   "metadata image (deleted and re-created while this log was elsewhere)")
-        self.topic_ids.pop(entry.key, None)
-        aside = self._set_aside(log)
-        logger.warning("%s: not served; renamed to %s, a new log is created", why, aside)
+            self.topic_ids.pop(entry.key, None)
+            directory = log.directory
+            aside = self._set_aside(log)
+            logger.warning(
+                "log %s has topic id %s but topic %s has topic id %s in the metadata image "
+                "(deleted and re-created while this log was elsewhere): not served; "
+                "renamed to %s", directory, topic_id_to_string(stored.topic_id), entry.key[0],
+                topic_id_to_string(topic_id), aside)
         return self.open_new_log(entry.log_dir, *entry.key, config, topic_id=topic_id)
 
     def forget_unloaded(self, key: TopicPartition) -> UnloadedLog | None:
