@@ -10,7 +10,9 @@ Per scale, on a fresh data directory, with confluent-kafka as the client:
 - produce p99 (ms) of a producer sending one 100-byte record at a time (acks=1) while a
   CreateTopics of ``LARGE_CREATE`` partitions runs (and its p50 before, for reference);
 - start-up after a clean stop (SIGTERM) and after ``kill -9``: from the process start to the
-  "started" line, and to the first acknowledged produce (time to first produce);
+  "started" line, to the first acknowledged produce (time to first produce), and until Metadata
+  names a leader for every partition (every partition served: above
+  ``samsa.log.background.load.above`` Samsa listens before its logs are loaded);
 - produce / consume throughput (records/s, 100-byte records) spread over 1, 100 and 10,000
   active partitions (fewer when the scale has fewer).
 
@@ -80,8 +82,10 @@ class ScaleResult:
     large_create_s: float = 0.0
     start_clean_s: float = 0.0
     first_produce_clean_s: float = 0.0
+    all_served_clean_s: float = 0.0
     start_killed_s: float = 0.0
     first_produce_killed_s: float = 0.0
+    all_served_killed_s: float = 0.0
     produce_records_per_s: dict[int, float] = field(default_factory=dict)
     consume_records_per_s: dict[int, float] = field(default_factory=dict)
 
@@ -95,8 +99,9 @@ class Node:
         self.port = 0
         self.process: subprocess.Popen[str] | None = None
 
-    def start(self) -> tuple[float, float]:
-        """Start; (seconds to the started line, seconds to the first acknowledged produce)."""
+    def start(self) -> tuple[float, float, float]:
+        """Start; seconds to the started line, to the first acknowledged produce, and until
+        every partition is served."""
         listen = f"PLAINTEXT://127.0.0.1:{self.port}"
         samsa = Path(sys.executable).parent / "samsa"
         began = time.perf_counter()
@@ -113,7 +118,9 @@ class Node:
         started = time.perf_counter() - began
         self.port = int(line.rsplit(":", 1)[1])
         produce_one(self.bootstrap, "first-produce")
-        return started, time.perf_counter() - began
+        first = time.perf_counter() - began
+        every_partition_served(self.bootstrap)
+        return started, first, time.perf_counter() - began
 
     @property
     def bootstrap(self) -> str:
@@ -141,14 +148,16 @@ class KafkaNode:
     def __init__(self, data: Path) -> None:
         self.kafka = ApacheKafka(data / "kafka", configs=KAFKA_DEFAULTS_BACK)
 
-    def start(self) -> tuple[float, float]:
+    def start(self) -> tuple[float, float, float]:
         self.kafka.format_storage()  # once: later starts find it formatted
         began = time.perf_counter()
         self.kafka.launch()
         self.kafka.wait_ready(START_TIMEOUT_SECONDS)
         started = time.perf_counter() - began
         produce_one(self.bootstrap, "first-produce")
-        return started, time.perf_counter() - began
+        first = time.perf_counter() - began
+        every_partition_served(self.bootstrap)
+        return started, first, time.perf_counter() - began
 
     @property
     def bootstrap(self) -> str:
@@ -198,6 +207,21 @@ def create(admin: AdminClient, name: str, partitions: int) -> float:
                                f"{START_TIMEOUT_SECONDS:.0f} s")
         time.sleep(0.05)  # the broker's metadata: no event to await but a Metadata request
     return time.perf_counter() - started
+
+
+def every_partition_served(bootstrap: str) -> None:
+    """Wait until the broker's Metadata names a leader for every partition of every topic."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    deadline = time.perf_counter() + START_TIMEOUT_SECONDS
+    while True:
+        topics = admin.list_topics(timeout=30).topics.values()
+        if all(topic.error is None and all(p.leader >= 0 and p.error is None
+                                           for p in topic.partitions.values())
+               for topic in topics):
+            return
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"not every partition served in {START_TIMEOUT_SECONDS:.0f} s")
+        time.sleep(0.05)  # the broker's metadata: no event to await but a Metadata request
 
 
 def served(admin: AdminClient, name: str, partitions: int) -> bool:
@@ -319,10 +343,12 @@ def measure(partitions: int, *, large_create: int, records: int, work: Path,
                 result.consume_records_per_s[active] = consumed
         progress(f"{partitions:,}: restart after a clean stop")
         node.stop()
-        result.start_clean_s, result.first_produce_clean_s = node.start()
+        (result.start_clean_s, result.first_produce_clean_s,
+         result.all_served_clean_s) = node.start()
         progress(f"{partitions:,}: restart after kill -9")
         node.stop(signal.SIGKILL)
-        result.start_killed_s, result.first_produce_killed_s = node.start()
+        (result.start_killed_s, result.first_produce_killed_s,
+         result.all_served_killed_s) = node.start()
     finally:
         with contextlib.suppress(Exception):
             node.stop()
@@ -359,8 +385,10 @@ def table(results: list[ScaleResult], env: dict[str, Any]) -> Table:
     row("produce max during CreateTopics, ms", lambda r: f"{r.produce_max_during_create_ms:.1f}")
     row("start-up, clean stop, s", lambda r: f"{r.start_clean_s:.1f}")
     row("first produce, clean stop, s", lambda r: f"{r.first_produce_clean_s:.1f}")
+    row("every partition served, clean stop, s", lambda r: f"{r.all_served_clean_s:.1f}")
     row("start-up, kill -9, s", lambda r: f"{r.start_killed_s:.1f}")
     row("first produce, kill -9, s", lambda r: f"{r.first_produce_killed_s:.1f}")
+    row("every partition served, kill -9, s", lambda r: f"{r.all_served_killed_s:.1f}")
     for active in (1, 100, 10_000):
         row(f"produce rec/s, {active:,} active", _rate(active, produce=True))
         row(f"consume rec/s, {active:,} active", _rate(active, produce=False))

@@ -213,13 +213,19 @@ class Broker:
         cluster_id = load_cluster_id(self.config.log_dirs, self.config.node_id,
                                      kraft=self.config.kraft.is_kraft)
         self.cluster_id = cluster_id or UNKNOWN_CLUSTER_ID  # KRaft: learnt from the quorum
-        self.log_manager.startup()
+        self.log_manager.startup(  # the internal topics' logs now, the others maybe later
+            background_above=self.config.samsa_log_background_load_above,
+            load_now=lambda topic: topic.startswith("__"))
         self.replica_manager.high_watermark_checkpoints = self.high_watermark_checkpoints.read()
         self.replica_manager.startup(
             quorum=self.config.kraft.is_kraft,
             hold_leadership=self.config.kraft.is_broker and not isinstance(
                 self.controller, LocalController))
-        self.replica_manager.high_watermark_checkpoints = {}  # new partitions start at 0
+        # New partitions start at 0; a log still loading keeps its entry until it is hosted.
+        unloaded = self.log_manager.unloaded
+        self.replica_manager.high_watermark_checkpoints = {
+            key: offset for key, offset in self.replica_manager.high_watermark_checkpoints.items()
+            if key in unloaded}
         assert self.replica_manager.metadata_log is not None
         metadata_log = self.replica_manager.metadata_log
         bootstrap = read_bootstrap(Path(metadata_log.directory).parent)

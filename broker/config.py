@@ -168,6 +168,11 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     # checks every batch's CRC-32C and header order at start-up (storage.verification) after an
     # unclean shutdown ("unclean"), at every start-up ("always") or never ("never", Kafka's way).
     "samsa.log.verify.on.startup": BrokerKey(VERIFY_UNCLEAN, _verify_mode),
+    # [Samsa] Kafka has no such key: it loads every log before it serves. Above this many logs
+    # Samsa opens its listeners once the internal topics' logs are loaded and loads the others
+    # in the background, each partition served as its log loads (NOT_LEADER_OR_FOLLOWER before,
+    # as for a partition being created); -1: never (Kafka's way).
+    "samsa.log.background.load.above": BrokerKey("1000", _integer(-1, INT_MAX)),
     "log.retention.check.interval.ms": BrokerKey("300000", _integer(1)),
     "log.flush.scheduler.interval.ms": BrokerKey(_LONG, _integer(0)),
     "log.flush.offset.checkpoint.interval.ms": BrokerKey("60000", _integer(0, INT_MAX)),
@@ -301,6 +306,7 @@ class BrokerConfig:
     num_recovery_threads_per_data_dir: int
     log_segment_open_files_max: int
     samsa_log_verify_on_startup: str
+    samsa_log_background_load_above: int
     log_retention_check_interval_ms: int
     log_flush_scheduler_interval_ms: int
     log_flush_offset_checkpoint_interval_ms: int
@@ -362,6 +368,7 @@ class BrokerConfig:
             num_recovery_threads_per_data_dir=_int(values, "num.recovery.threads.per.data.dir"),
             log_segment_open_files_max=_int(values, "log.segment.open.files.max"),
             samsa_log_verify_on_startup=str(values["samsa.log.verify.on.startup"]),
+            samsa_log_background_load_above=_int(values, "samsa.log.background.load.above"),
             log_retention_check_interval_ms=_int(values, "log.retention.check.interval.ms"),
             log_flush_scheduler_interval_ms=_int(values, "log.flush.scheduler.interval.ms"),
             log_flush_offset_checkpoint_interval_ms=_int(

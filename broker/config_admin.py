@@ -109,6 +109,7 @@ _BROKER_ONLY_TYPES: dict[str, int] = {
     "queued.max.requests": INT, "connections.max.idle.ms": LONG,
     "num.recovery.threads.per.data.dir": INT, "log.retention.check.interval.ms": LONG,
     "log.segment.open.files.max": INT, "samsa.log.verify.on.startup": STRING,
+    "samsa.log.background.load.above": INT,
     "log.flush.scheduler.interval.ms": LONG, "log.flush.offset.checkpoint.interval.ms": INT,
     "log.flush.start.offset.checkpoint.interval.ms": INT, "log.cleaner.enable": BOOLEAN,
     "log.cleaner.backoff.ms": LONG, "log.cleaner.dedupe.buffer.size": LONG,

@@ -88,8 +88,7 @@ class HighWatermarkCheckpoints:
                 self._take_offline(directory, f"error while writing checkpoint file: {error}")
 
     def _directory_of(self, key: TopicPartition) -> Path | None:
-        log = self.log_manager.logs.get(key)
-        return None if log is None else log.directory.parent
+        return self.log_manager.directory_of(key)  # a log still loading too
 
     def _online_directories(self) -> list[Path]:
         health = self.log_manager.health

@@ -53,13 +53,29 @@ log is being created is in ``creating``, not ``partitions``, and answers as Kafk
 the image as it is *then*. A deleted partition leaves ``partitions`` at once; its log is closed
 and renamed ``-delete`` on the worker, then removed. ``settled(topics)`` tells the admin handlers
 when the disk work of their topics is done, so CreateTopics / DeleteTopics answer after it.
+
+Logs loaded in the background (issue 18; ``LogManager.unloaded``, ``samsa.log.background.load.
+above``): a partition whose log was found at start-up but not loaded goes the way of a new one
+(``creating``, answering NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE), its disk work being the
+load (``LogManager.load_unloaded``: recovery if needed, the topic-id check). Loads run one chunk
+at a time (``_pump_loads``), so the metadata writes, flushes and checkpoints queued on the same
+worker wait for one chunk, not for every log; they start once the broker serves
+(``use_executor``) and stop at a clean stop (``drain``: the logs not loaded then keep their
+checkpointed offsets and their directory's unclean state, see ``storage.log_manager``). A log
+that loads while this node's leaderships are held back (an unclean restart) is added, not
+served, until ``allow_leadership``. Its checkpointed high watermark waits in
+``high_watermark_checkpoints`` (and in every checkpoint written meanwhile) until it is hosted.
+Found logs the image does not place here are stray: deleted on a single node (as before),
+set aside (renamed ``-stray``) in a quorum once caught up, as Kafka's KRaft broker does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,7 +107,7 @@ from storage.clock import Clock
 from storage.config import LogConfig
 from storage.errors import CorruptPartitionMetadataError
 from storage.log import Log
-from storage.log_manager import LogManager
+from storage.log_manager import LogManager, UnloadedLog
 from storage.partition_metadata import METADATA_TOPIC_ID, topic_id_to_string
 
 __all__ = ["ReplicaManager"]
@@ -106,8 +122,9 @@ CREATE_CHUNK = 100
 
 @dataclass(slots=True)
 class PendingLog:
-    """A log being created on the storage worker. ``log`` is set by the worker; ``cancelled``
-    by the loop when the partition is deleted first (the deletion job then removes ``log``)."""
+    """A log being created (or, with ``found``, loaded) on the storage worker. ``log`` is set
+    by the worker; ``cancelled`` by the loop when the partition is deleted first (the deletion
+    job then removes ``log``, or ``found``'s directory if it was never loaded)."""
 
     topic: str
     partition: int
@@ -116,6 +133,7 @@ class PendingLog:
     config: LogConfig
     log: Log | None = None
     cancelled: bool = False
+    found: UnloadedLog | None = None
 
 
 class ReplicaManager:
@@ -135,8 +153,17 @@ class ReplicaManager:
         # Partitions whose log is being created off the loop (see the module docstring).
         self.creating: dict[tuple[str, int], PendingLog] = {}
         self.disk_work: DiskWork | None = None
-        # replication-offset-checkpoint, read by the broker before startup() opens partitions.
-        self.high_watermark_checkpoints: Mapping[tuple[str, int], int] = {}
+        # replication-offset-checkpoint, read by the broker before startup() opens partitions;
+        # after start-up only the entries of logs still loading (popped as each is hosted).
+        self.high_watermark_checkpoints: dict[tuple[str, int], int] = {}
+        # Found logs waiting to load, in chunks; one chunk on the worker at a time.
+        self._load_queue: deque[list[PendingLog]] = deque()
+        self._load_in_flight = False
+        self._loads_stopped = False  # a clean stop: no new chunk
+        self._loads_started: float | None = None
+        self.logs_loaded = 0  # found logs loaded in the background so far
+        self._load_waiters: list[asyncio.Future[None]] = []
+        self._loading: Counter[str] = Counter()  # found logs in ``creating``, by topic
         self.metadata_log: MetadataLog | None = None
         self.is_caught_up = False  # see caught_up()
         self.on_topics_deleted: list[Callable[[list[TopicImage]], None]] = []
@@ -151,8 +178,10 @@ class ReplicaManager:
         self._deferred_leaders: dict[tuple[str, int], ReplicaState] = {}
 
     def use_executor(self, executor: Executor, loop: asyncio.AbstractEventLoop) -> None:
-        """From now on, create and delete logs on ``executor`` (the broker's storage worker)."""
+        """From now on, create and delete logs on ``executor`` (the broker's storage worker);
+        the found logs waiting to load start loading."""
         self.disk_work = DiskWork(executor, loop)
+        self._pump_loads()
 
     def settled(self, topics: Iterable[str]) -> Awaitable[None] | None:
         """Resolves once the log creations and deletions of ``topics`` begun so far are done
@@ -160,11 +189,30 @@ class ReplicaManager:
         return None if self.disk_work is None else self.disk_work.settled(topics)
 
     def disk_work_pending(self, topic: str) -> bool:
-        """Whether logs of ``topic`` are being created or deleted on the storage worker."""
-        return self.disk_work is not None and self.disk_work.pending_on(topic)
+        """Whether logs of ``topic`` are being created, loaded or deleted on the storage
+        worker (or wait to load)."""
+        return self._loading[topic] > 0 or (
+            self.disk_work is not None and self.disk_work.pending_on(topic))
+
+    def loaded(self) -> Awaitable[None] | None:
+        """Resolves once no found log waits to load (or at a clean stop); None: none waits."""
+        if not self._load_queue and not self._load_in_flight:
+            return None
+        assert self.disk_work is not None, "loads start with use_executor()"
+        waiter = self.disk_work.loop.create_future()
+        self._load_waiters.append(waiter)
+        return waiter
+
+    def _wake_load_waiters(self) -> None:
+        waiters, self._load_waiters = self._load_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def drain(self) -> None:
-        """A clean stop: wait for the disk work under way."""
+        """A clean stop: wait for the disk work under way (no new chunk of loads starts)."""
+        self._loads_stopped = True
+        self._wake_load_waiters()
         if self.disk_work is not None:
             await self.disk_work.drain()
 
@@ -209,12 +257,37 @@ class ReplicaManager:
         full = MetadataDelta.full(self.image)
         full.broker_configs_changed = True
         self.apply_delta(full, self.image)
+        self._set_aside_stray_found(self.image)
+
+    def _set_aside_stray_found(self, image: MetadataImage) -> None:
+        """Found logs (not loaded yet) that the caught-up image does not place on this node:
+        renamed ``-stray`` (kept for the operator, never served), as Kafka's KRaft broker
+        treats the stray logs it finds once it has caught up."""
+        for key in list(self.log_manager.unloaded):
+            topic = image.topics_by_name.get(key[0])
+            registration = None if topic is None else topic.partitions.get(key[1])
+            if registration is not None and self.node_id in registration.replicas:
+                continue
+            try:
+                aside = self.log_manager.set_aside_unloaded(key)
+            except OSError as error:
+                logger.error("cannot set aside the stray log of %s-%d: %s", *key, error)
+                continue
+            logger.warning("log of %s-%d is not in the metadata image for this node: not "
+                           "served; renamed to %s", *key, aside)
 
     def _apply_once_caught_up(self, delta: MetadataDelta, image: MetadataImage) -> None:
         if self.is_caught_up:
             self.apply_delta(delta, image)
 
     def _remove_stray_logs(self, image: MetadataImage) -> None:
+        for key in list(self.log_manager.unloaded):  # found, not loaded: nothing to check yet
+            topic = image.topics_by_name.get(key[0])
+            if topic is None or key[1] not in topic.partitions:
+                logger.warning("deleting stray log %s-%d: not in the metadata image", *key)
+                entry = self.log_manager.forget_unloaded(key)
+                assert entry is not None
+                self.log_manager.purge_directories(self.log_manager.remove_unloaded_files([entry]))
         for key in list(self.log_manager.logs):
             if key == (METADATA_TOPIC, METADATA_PARTITION):
                 continue
@@ -297,13 +370,14 @@ class ReplicaManager:
     def _apply_roles(self, changes: LocalReplicaChanges, image: MetadataImage) -> None:
         configs = _TopicConfigs(image, self.default_config)
         missing: list[ReplicaState] = []
+        found = self.log_manager.unloaded
         for state in (*changes.leaders, *changes.followers):
             key = (state.topic, state.partition.partition_id)
             if key in self.creating:
                 continue  # takes its role from the image once its log is created
-            if key not in self.partitions and self.disk_work is not None and (
-                    self.log_manager.get_log(*key) is None):
-                missing.append(state)
+            if key not in self.partitions and (key in found or (
+                    self.disk_work is not None and self.log_manager.get_log(*key) is None)):
+                missing.append(state)  # created, or loaded, off the loop
                 continue
             self._become(state, configs)
         if missing:
@@ -386,7 +460,7 @@ class ReplicaManager:
         key = (log.topic, log.partition)
         partition = Partition(
             log, topic_id=topic_id, leader_epoch=leader_epoch, node_id=self.node_id,
-            high_watermark_checkpoint=self.high_watermark_checkpoints.get(key, 0),
+            high_watermark_checkpoint=self.high_watermark_checkpoints.pop(key, 0),
             role_pending=True)
         self.partitions[key] = partition
         return partition
@@ -395,7 +469,24 @@ class ReplicaManager:
 
     def _create_logs(self, states: Sequence[ReplicaState], configs: _TopicConfigs) -> None:
         """Choose each new log's directory now (on the loop), create the files on the worker
-        in chunks of ``CREATE_CHUNK``; ``_logs_created`` hosts them."""
+        in chunks of ``CREATE_CHUNK``; ``_logs_created`` hosts them. A log found at start-up is
+        loaded instead, in the queue of loads (``_pump_loads``)."""
+        found = self.log_manager.unloaded
+        loads = [PendingLog(state.topic, state.partition.partition_id, state.topic_id,
+                            entry.log_dir, configs.of(state.topic), found=entry)
+                 for state in states
+                 if (entry := found.get((state.topic, state.partition.partition_id))) is not None]
+        for pending in loads:
+            self.creating[(pending.topic, pending.partition)] = pending
+            self._loading[pending.topic] += 1
+        for start in range(0, len(loads), CREATE_CHUNK):
+            self._load_queue.append(loads[start:start + CREATE_CHUNK])
+        if loads:
+            self._pump_loads()
+        states = [state for state in states if (state.topic, state.partition.partition_id)
+                  not in self.creating]
+        if not states:
+            return
         assert self.disk_work is not None
         for start in range(0, len(states), CREATE_CHUNK):
             chunk = []
@@ -415,14 +506,56 @@ class ReplicaManager:
                 lambda chunk=chunk: self._open_logs(chunk),  # type: ignore[misc]
                 lambda outcome, chunk=chunk: self._logs_created(chunk, outcome))  # type: ignore[misc]
 
+    def _pump_loads(self) -> None:
+        """Hand the next chunk of found logs to the worker, unless one is there, the broker
+        does not serve yet or is stopping."""
+        if self.disk_work is None or self._load_in_flight or self._loads_stopped:
+            return
+        chunk: list[PendingLog] = []
+        while self._load_queue and not chunk:
+            chunk = [pending for pending in self._load_queue.popleft() if not pending.cancelled]
+        if not chunk:
+            if self._loads_started is not None:
+                logger.info("loaded %d logs in the background in %.1f s", self.logs_loaded,
+                            time.monotonic() - self._loads_started)
+                self._loads_started = None
+            self._wake_load_waiters()
+            return
+        if self._loads_started is None:
+            self._loads_started = time.monotonic()
+        self._load_in_flight = True
+        self.disk_work.submit(
+            [(pending.topic, pending.partition) for pending in chunk],
+            lambda: self._open_logs(chunk),
+            lambda outcome: self._logs_loaded(chunk, outcome))
+
+    def _logs_loaded(self, chunk: Sequence[PendingLog],
+                     outcome: dict[tuple[str, int], Exception] | BaseException) -> None:
+        self._load_in_flight = False
+        self.logs_loaded += sum(1 for pending in chunk if pending.log is not None)
+        try:
+            self._logs_created(chunk, outcome)
+        finally:
+            self._pump_loads()
+
+    def _loaded_one(self, topic: str) -> None:
+        self._loading[topic] -= 1
+        if not self._loading[topic]:
+            del self._loading[topic]
+
     def _open_logs(self, chunk: Sequence[PendingLog]) -> dict[tuple[str, int], Exception]:
-        """On the worker: each log's files; the errors by partition (the rest succeeded)."""
+        """On the worker: each log's files (or, found at start-up, its load); the errors by
+        partition (the rest succeeded)."""
         errors: dict[tuple[str, int], Exception] = {}
         for pending in chunk:
             try:
-                pending.log = self.log_manager.open_new_log(
-                    pending.directory, pending.topic, pending.partition, pending.config,
-                    topic_id=pending.topic_id)
+                if pending.found is not None:
+                    pending.log = self.log_manager.load_unloaded(
+                        pending.found, pending.config, pending.topic_id)
+                else:
+                    pending.log = self.log_manager.open_new_log(
+                        pending.directory, pending.topic, pending.partition, pending.config,
+                        topic_id=pending.topic_id)
             except (KafkaError, OSError) as error:
                 errors[(pending.topic, pending.partition)] = error
         return errors
@@ -435,9 +568,13 @@ class ReplicaManager:
             if pending.cancelled or self.creating.get(key) is not pending:
                 continue  # deleted meanwhile: the deletion job removes its files
             del self.creating[key]
+            if pending.found is not None:
+                self._loaded_one(pending.topic)
             error = outcome if isinstance(outcome, BaseException) else outcome.get(key)
             if error is not None or pending.log is None:
-                self.log_manager.release_directory(pending.directory)
+                if pending.found is None:
+                    self.log_manager.release_directory(pending.directory)
+                # (a found log stays in ``unloaded``: its offsets checkpointed, tried at restart)
                 logger.error("cannot host %s-%d: %s", *key, error)
                 continue
             self._host_created(pending, pending.log)
@@ -449,6 +586,11 @@ class ReplicaManager:
         registration = None if topic is None else topic.partitions.get(pending.partition)
         assert registration is not None, "a partition deleted meanwhile is cancelled"
         log.config = topic_config(image, pending.topic, self.default_config)
+        if registration.leader == self.node_id and not self.leadership_allowed:
+            key = (pending.topic, pending.partition)  # held back: served by allow_leadership
+            self._deferred_leaders[key] = ReplicaState(pending.topic, pending.topic_id,
+                                                       registration)
+            return
         partition = self._host(log, pending.topic_id, registration.leader_epoch)
         self._take_role(partition, registration)
 
@@ -458,33 +600,45 @@ class ReplicaManager:
         delayed fetches waiting on them."""
         logs: list[Log] = []
         cancelled: list[PendingLog] = []
+        never_loaded: list[UnloadedLog] = []
         for key in keys:
             self.partitions.pop(key, None)
+            self.high_watermark_checkpoints.pop(key, None)
             pending = self.creating.pop(key, None)
             if pending is not None:
                 pending.cancelled = True
-                self.log_manager.release_directory(pending.directory)
+                if pending.found is None:
+                    self.log_manager.release_directory(pending.directory)
+                else:
+                    self._loaded_one(pending.topic)
                 cancelled.append(pending)
+            entry = self.log_manager.forget_unloaded(key)
+            if entry is not None and pending is None:
+                never_loaded.append(entry)
             log = self.log_manager.detach_log(*key)
             if log is not None:
                 logs.append(log)
-        if logs or cancelled:
-            self._delete_logs(keys, logs, cancelled)
+        if logs or cancelled or never_loaded:
+            self._delete_logs(keys, logs, cancelled, never_loaded)
         if removed:
             for callback in self.on_topics_deleted:
                 callback(removed)
 
     def _delete_logs(self, keys: Sequence[tuple[str, int]], logs: list[Log],
-                     cancelled: list[PendingLog]) -> None:
+                     cancelled: list[PendingLog], never_loaded: list[UnloadedLog]) -> None:
         manager = self.log_manager
         if self.disk_work is None:
-            manager.purge_directories(manager.remove_log_files(logs))
+            manager.purge_directories(manager.remove_log_files(logs)
+                                      + manager.remove_unloaded_files(never_loaded))
             return
         disk_work = self.disk_work
 
         def remove() -> list[Path]:  # on the worker, after the creations of ``cancelled``
             return manager.remove_log_files(
-                logs + [pending.log for pending in cancelled if pending.log is not None])
+                logs + [pending.log for pending in cancelled if pending.log is not None]
+            ) + manager.remove_unloaded_files(never_loaded + [
+                pending.found for pending in cancelled
+                if pending.log is None and pending.found is not None])
 
         def removed(outcome: list[Path] | BaseException) -> None:
             if isinstance(outcome, BaseException):
@@ -519,7 +673,12 @@ class ReplicaManager:
         return self.image.topics_by_name.get(name)
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
-        return {key: partition.high_watermark for key, partition in self.partitions.items()}
+        """Each hosted partition's high watermark, and the checkpointed one of each log still
+        loading (so a checkpoint written meanwhile keeps it)."""
+        high_watermarks = dict(self.high_watermark_checkpoints)
+        high_watermarks.update((key, partition.high_watermark)
+                               for key, partition in list(self.partitions.items()))
+        return high_watermarks
 
     def last_stable_offsets(self) -> dict[tuple[str, int], int]:
         """What the cleaner may clean up to (Kafka cleans below the first unstable offset)."""

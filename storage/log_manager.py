@@ -15,6 +15,15 @@ Start-up reads the marker and checkpoints, then loads every log (one thread per 
 ``num.recovery.threads.per.data.dir`` each), recovering from the recovery point when the marker is
 missing; the marker is removed once loading is done, so a crash later means an unclean start.
 
+Loading in the background (issue 18): ``startup(background_above=N)`` with more than N logs in
+all directories loads only the logs ``load_now`` names (the broker's internal topics) and
+leaves the others in ``unloaded``, each with what its load needs (path, checkpointed recovery
+point and log start offset, whether its directory was shut down cleanly). The broker opens its
+listeners and loads them afterwards (``load_unloaded`` on its storage worker, ``add_log`` on
+the loop). Until then an unloaded log keeps its checkpointed offsets in every checkpoint, and a
+directory keeps its unclean state: a clean stop writes no clean-shutdown marker in a directory
+that still holds an unloaded log it has not recovered (the next start recovers it then).
+
 Topic ids (``partition.metadata``, see ``storage.partition_metadata``): the manager reads and
 writes them on the broker's behalf and remembers them (``topic_ids``); the broker, which knows the
 metadata image, decides what a missing or different id means (``set_aside_stray`` for a log that
@@ -52,6 +61,7 @@ import shutil
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 from uuid import UUID
@@ -108,6 +118,34 @@ TopicPartition = tuple[str, int]
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class UnloadedLog:
+    """A log found at start-up and left for loading in the background (see the module
+    docstring): what ``load_unloaded`` needs. Immutable: the worker reads it while the loop
+    owns ``LogManager.unloaded``."""
+
+    key: TopicPartition
+    path: Path
+    recovery_point: int
+    log_start_offset: int
+    clean: bool  # its directory was shut down cleanly (no recovery needed)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.path.parent
+
+
+@dataclass(slots=True)
+class _ScannedDirectory:
+    """One log directory at start-up, before its logs are loaded."""
+
+    directory: Path
+    clean: bool
+    recovery_points: dict[TopicPartition, int]
+    start_offsets: dict[TopicPartition, int]
+    partition_dirs: list[Path]
+
+
 class LogManager:
     def __init__(
         self,
@@ -148,23 +186,40 @@ class LogManager:
         # Logs whose cleaning failed (corrupt data): skipped until restart, as Kafka's
         # "uncleanable partitions".
         self.uncleanable: set[TopicPartition] = set()
+        # Logs found at start-up and not loaded yet (see the module docstring); owned by the
+        # loop: ``add_log`` of the loaded log, or ``forget_unloaded`` at its deletion, ends one.
+        self.unloaded: dict[TopicPartition, UnloadedLog] = {}
 
     # -- start-up -----------------------------------------------------------------------------
 
-    def startup(self) -> None:
-        """Load every log; in parallel across directories and within each."""
+    def startup(self, *, background_above: int = -1,
+                load_now: Callable[[str], bool] = lambda topic: True) -> None:
+        """Load every log; in parallel across directories and within each. With more than
+        ``background_above`` logs in all (-1: never), only those of the topics ``load_now``
+        names; the others wait in ``unloaded`` (see the module docstring)."""
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
         limits = raise_open_files_limit()
         self.open_files.capacity = self._open_files_cap(limits)
         with ThreadPoolExecutor(max_workers=len(self.log_dirs)) as pool:
-            for directory, loaded in zip(self.log_dirs, pool.map(self._load_directory,
-                                                                  self.log_dirs), strict=True):
+            scanned = list(pool.map(self._scan_directory, self.log_dirs))
+            found = sum(len(directory.partition_dirs) for directory in scanned)
+            defer = 0 <= background_above < found
+            for directory, loaded in zip(self.log_dirs, pool.map(
+                    lambda d: self._load_directory(d, load_now if defer else None), scanned),
+                    strict=True):
                 self.logs.update(loaded)
                 self._placed[directory] += len(loaded)
+        for entry in self.unloaded.values():
+            self._placed[entry.log_dir] += 1
+        if self.unloaded:
+            logger.info("%d logs loaded; %d more are loaded in the background once the broker "
+                        "serves (more than samsa.log.background.load.above=%d)",
+                        len(self.logs), len(self.unloaded), background_above)
         report_limits(
-            limits, partitions=len(self.logs), open_files_max=self.open_files.capacity,
-            segments=sum(len(log.segments) for log in self.logs.values()),
+            limits, partitions=len(self.logs) + len(self.unloaded),
+            open_files_max=self.open_files.capacity,
+            segments=sum(len(log.segments) for log in self.logs.values()) + len(self.unloaded),
             index_maps_max=self.index_maps.capacity,
         )
 
@@ -172,9 +227,9 @@ class LogManager:
         configured = self._open_files_max
         return configured if configured > 0 else default_open_files_max(limits)
 
-    def _load_directory(self, directory: Path) -> dict[TopicPartition, Log]:
-        marker = directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+    def _scan_directory(self, directory: Path) -> _ScannedDirectory:
+        """The directory's clean-shutdown marker, checkpoints and partition directories."""
+        clean = (directory / CLEAN_SHUTDOWN_FILE).exists()
         self._shutdown_epochs[directory] = read_broker_epoch(directory) if clean else None
         recovery_points = _read_or_forget(directory / RECOVERY_POINT_CHECKPOINT)
         start_offsets = _read_or_forget(directory / LOG_START_OFFSET_CHECKPOINT)
@@ -184,33 +239,138 @@ class LogManager:
         if not clean and partition_dirs:
             logger.warning("%s was not shut down cleanly: recovering its logs", directory)
             self.unclean_directories.add(directory)
+        return _ScannedDirectory(directory, clean, recovery_points or {}, start_offsets or {},
+                                 partition_dirs)
+
+    def _load_directory(self, scanned: _ScannedDirectory,
+                        load_now: Callable[[str], bool] | None) -> dict[TopicPartition, Log]:
+        """Load the scanned directory's logs (those of the topics ``load_now`` names, the
+        others into ``unloaded``; None: all); then remove its clean-shutdown marker."""
+        to_load = []
+        for path in scanned.partition_dirs:
+            key = parse_topic_partition(path.name)
+            if load_now is None or load_now(key[0]):
+                to_load.append(path)
+            else:
+                self.unloaded[key] = UnloadedLog(
+                    key, path, scanned.recovery_points.get(key, 0),
+                    scanned.start_offsets.get(key, 0), scanned.clean)
 
         def load(path: Path) -> Log:
             key = parse_topic_partition(path.name)
-            recovery_point = (recovery_points or {}).get(key, 0)
-            log_start_offset = (start_offsets or {}).get(key, 0)
-            try:
-                log = Log.open(
-                    path,
-                    self._topic_config(key[0]),
-                    clock=self.clock,
-                    recovery_point=recovery_point,
-                    log_start_offset=log_start_offset,
-                    had_clean_shutdown=clean,
-                    health=self.health[directory],
-                    open_files=self.open_files,
-                    index_maps=self.index_maps,
-                    verify_on_startup=self._verify_on_startup,
-                )
-            except Exception as error:
-                return self._offline_log(path, error, recovery_point, log_start_offset)
-            self._preread_topic_id(key, path)
-            return log
+            return self._open_found(UnloadedLog(
+                key, path, scanned.recovery_points.get(key, 0),
+                scanned.start_offsets.get(key, 0), scanned.clean))
 
         with ThreadPoolExecutor(max_workers=max(1, self._threads)) as pool:
-            logs = list(pool.map(load, partition_dirs))
-        marker.unlink(missing_ok=True)
+            logs = list(pool.map(load, to_load))
+        (scanned.directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         return {(log.topic, log.partition): log for log in logs}
+
+    def _open_found(self, entry: UnloadedLog, *, preread: bool = True) -> Log:
+        """Load (recovering if needed) a log found on disk; one that fails is kept offline.
+        ``preread``: read its topic id too (``_preread_topic_id``)."""
+        try:
+            log = Log.open(
+                entry.path,
+                self._topic_config(entry.key[0]),
+                clock=self.clock,
+                recovery_point=entry.recovery_point,
+                log_start_offset=entry.log_start_offset,
+                had_clean_shutdown=entry.clean,
+                health=self.health[entry.log_dir],
+                open_files=self.open_files,
+                index_maps=self.index_maps,
+                verify_on_startup=self._verify_on_startup,
+            )
+        except Exception as error:
+            return self._offline_log(entry.path, error, entry.recovery_point,
+                                     entry.log_start_offset)
+        if preread:
+            self._preread_topic_id(entry.key, entry.path)
+        return log
+
+    # -- logs loaded in the background (see the module docstring) -----------------------------
+
+    def load_unloaded(self, entry: UnloadedLog, config: LogConfig, topic_id: UUID) -> Log:
+        """Disk half (any thread): load ``entry``'s log as start-up would have, and check its
+        ``partition.metadata`` against ``topic_id`` as the broker does at start-up: written
+        when missing; when malformed or naming another topic id, the log is set aside as
+        stray (never served, never deleted) and a new, empty one is created in its place. Not
+        added to ``logs`` (``add_log`` on the loop)."""
+        log = self._open_found(entry, preread=False)
+        log.config = config
+        if log.health.offline_reason is not None:
+            return log
+        try:
+            stored = self._on_disk(log, lambda: read_partition_metadata(log.directory))
+        except CorruptPartitionMetadataError as error:
+            self.topic_ids.pop(entry.key, None)
+            aside = self._set_aside(log)
+            logger.error("%s; the log of %s-%d is not served: renamed to %s, a new one is "
+                         "created and refetched from the leader", error, *entry.key, aside)
+        else:
+            if stored is None:
+                self._on_disk(log, lambda: write_partition_metadata(log.directory, topic_id))
+                self.topic_ids[entry.key] = topic_id
+                return log
+            if stored.topic_id == topic_id:
+                self.topic_ids[entry.key] = topic_id
+                return log
+            self.topic_ids.pop(entry.key, None)
+            directory = log.directory
+            aside = self._set_aside(log)
+            logger.warning(
+                "log %s has topic id %s but topic %s has topic id %s in the metadata image "
+                "(deleted and re-created while this log was elsewhere): not served; "
+                "renamed to %s", directory, topic_id_to_string(stored.topic_id), entry.key[0],
+                topic_id_to_string(topic_id), aside)
+        return self.open_new_log(entry.log_dir, *entry.key, config, topic_id=topic_id)
+
+    def forget_unloaded(self, key: TopicPartition) -> UnloadedLog | None:
+        """Owner's half of deleting a log not loaded yet: no longer in ``unloaded`` (its
+        directory is the caller's to remove: ``remove_unloaded_files``)."""
+        entry = self.unloaded.pop(key, None)
+        if entry is not None:
+            self._placed[entry.log_dir] -= 1
+        return entry
+
+    def set_aside_unloaded(self, key: TopicPartition) -> Path:
+        """A found log never loaded, renamed ``<topic>-<partition>.<id>-stray`` (never loaded
+        or served, never deleted); returns the new path."""
+        entry = self.unloaded[key]
+        target = entry.path.with_name(aside_directory_name(*key, STRAY_DIR_SUFFIX))
+        entry.path.rename(target)
+        self.forget_unloaded(key)
+        try:
+            remove_cleaner_checkpoint(entry.log_dir, key)
+        except CorruptCheckpointError as error:
+            logger.error("dropping the cleaner checkpoint of %s-%d failed: %s", *key, error)
+        return target
+
+    def remove_unloaded_files(self, entries: Sequence[UnloadedLog]) -> list[Path]:
+        """Disk half (any thread): rename each never-loaded log ``<name>.<id>-delete`` and drop
+        its cleaner checkpoint; the new paths, for ``purge_directories``."""
+        aside = []
+        for entry in entries:
+            target = entry.path.with_name(
+                aside_directory_name(*entry.key, DELETE_DIR_SUFFIX))
+            try:
+                entry.path.rename(target)
+                remove_cleaner_checkpoint(entry.log_dir, entry.key)
+            except (CorruptCheckpointError, OSError) as error:
+                logger.error("deleting %s failed: %s", entry.path, error)
+                continue
+            aside.append(target)
+        return aside
+
+    def directory_of(self, key: TopicPartition) -> Path | None:
+        """The log directory holding ``key``'s log, loaded or not (None: none here)."""
+        log = self.logs.get(key)
+        if log is not None:
+            return log.directory.parent
+        entry = self.unloaded.get(key)
+        return None if entry is None else entry.log_dir
 
     def _preread_topic_id(self, key: TopicPartition, path: Path) -> None:
         """Read ``partition.metadata`` on the loading thread, so that checking it against the
@@ -326,9 +486,11 @@ class LogManager:
         return log
 
     def add_log(self, log: Log, *, topic_id: UUID | None = None) -> None:
-        """Owner's half: serve ``log`` (opened by ``open_new_log``, its directory chosen)."""
+        """Owner's half: serve ``log`` (opened by ``open_new_log``, its directory chosen, or by
+        ``load_unloaded``: then no longer in ``unloaded``)."""
         key = (log.topic, log.partition)
         self.logs[key] = log
+        self.unloaded.pop(key, None)
         if topic_id is not None:
             self.topic_ids[key] = topic_id
 
@@ -417,9 +579,14 @@ class LogManager:
         log = self.logs.pop(key)
         self.topic_ids.pop(key, None)
         self._placed[log.directory.parent] -= 1
+        return self._set_aside(log)
+
+    def _set_aside(self, log: Log) -> Path:
+        """Close ``log`` (detached) and rename its directory ``<topic>-<partition>.<id>-stray``."""
         log.close()
-        remove_cleaner_checkpoint(log.directory.parent, key)
-        target = log.directory.with_name(aside_directory_name(topic, partition, STRAY_DIR_SUFFIX))
+        remove_cleaner_checkpoint(log.directory.parent, (log.topic, log.partition))
+        target = log.directory.with_name(
+            aside_directory_name(log.topic, log.partition, STRAY_DIR_SUFFIX))
         self._on_disk(log, lambda: log.directory.rename(target))
         return target
 
@@ -508,16 +675,20 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write both offset checkpoints for every online directory (temp + fsync + rename)."""
+        # ``unloaded`` first: a log the loop moves to ``logs`` meanwhile is then in both copies.
+        unloaded = list(self.unloaded.values())
+        loaded = list(self.logs.values())
         for directory in self.log_dirs:
             if self.health[directory].offline_reason is not None:
                 continue
-            logs = [log for log in list(self.logs.values()) if log.directory.parent == directory]
-            OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write(
-                {(log.topic, log.partition): log.recovery_point for log in logs}
-            )
-            OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(
-                {(log.topic, log.partition): log.log_start_offset for log in logs}
-            )
+            waiting = [entry for entry in unloaded if entry.log_dir == directory]
+            logs = [log for log in loaded if log.directory.parent == directory]
+            recovery_points = {entry.key: entry.recovery_point for entry in waiting}
+            recovery_points.update(((log.topic, log.partition), log.recovery_point) for log in logs)
+            start_offsets = {entry.key: entry.log_start_offset for entry in waiting}
+            start_offsets.update(((log.topic, log.partition), log.log_start_offset) for log in logs)
+            OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT).write(recovery_points)
+            OffsetCheckpointFile(directory / LOG_START_OFFSET_CHECKPOINT).write(start_offsets)
 
     @property
     def previous_broker_epoch(self) -> int:
@@ -535,8 +706,13 @@ class LogManager:
         for log in self._online_logs():
             log.close()
         self.checkpoint()
+        # A directory still holding a log it has not recovered stays unclean (next start).
+        unrecovered = {entry.log_dir for entry in self.unloaded.values() if not entry.clean}
         for directory in self.log_dirs:
-            if self.health[directory].offline_reason is None:
+            if directory in unrecovered:
+                logger.warning("%s keeps logs not recovered yet: no clean-shutdown marker",
+                               directory)
+            elif self.health[directory].offline_reason is None:
                 write_clean_shutdown(directory, broker_epoch)
 
     def _online_items(self) -> list[tuple[TopicPartition, Log]]:

@@ -67,7 +67,7 @@ def handle(context: RequestContext, request: MetadataRequest) -> MetadataRespons
     if wants_all:
         images = list(broker.replica_manager.image.topics_by_name.values())
         response.topics = [
-            _describe(topic) for topic in images
+            _describe_hosted(context, topic) for topic in images
             if authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         ]
     else:

@@ -91,6 +91,16 @@ class BrokerProcess:
             self._stderr.close()  # type: ignore[attr-defined]
         return code
 
+    def kill(self) -> None:
+        """kill -9 (the files stay as a crash leaves them); ``start`` then uses the same port."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self._stderr.close()  # type: ignore[attr-defined]
+        self.overrides = {**self.overrides, "listeners": f"PLAINTEXT://127.0.0.1:{self.port}"}
+
     def restart(self) -> BrokerProcess:
         assert self.stop() == 0, self.log()
         self.overrides = {**self.overrides, "listeners": f"PLAINTEXT://127.0.0.1:{self.port}"}

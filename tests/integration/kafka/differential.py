@@ -194,6 +194,7 @@ _SAMSA_ONLY_BROKER_CONFIGS = {
     "log.segment.open.files.max": "Samsa's own: its bound on open segment files",
     "metrics.port": "Samsa's own: the Prometheus endpoint",
     "samsa.log.verify.on.startup": "Samsa's own: CRC checks of the logs at start-up",
+    "samsa.log.background.load.above": "Samsa's own: logs loaded after the listeners open",
 }
 BROKER_CONFIG_DIFFERENCES: list[Allowed] = [
     Allowed(DESCRIBE_CONFIGS, "results[1].configs[*]", "see BROKER_CONFIGS_ONLY_IN_KAFKA",

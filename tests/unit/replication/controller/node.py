@@ -21,9 +21,11 @@ class Node:
     controller: LocalController
 
     @classmethod
-    def start(cls, directory: Path, clock: ManualClock, *, node_id: int = NODE_ID) -> Node:
+    def start(cls, directory: Path, clock: ManualClock, *, node_id: int = NODE_ID,
+              background_above: int = -1) -> Node:
         log_manager = LogManager([directory], clock=clock)
-        log_manager.startup()
+        log_manager.startup(background_above=background_above,
+                            load_now=lambda topic: topic.startswith("__"))
         replica_manager = ReplicaManager(log_manager, node_id=node_id, clock=clock)
         controller = LocalController(
             node_id=node_id, default_num_partitions=1, default_replication_factor=1,
