@@ -10,10 +10,8 @@ not recovered yet, its unclean state.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,7 @@ from storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from storage.clock import ManualClock
 from storage.log_manager import RECOVERY_POINT_CHECKPOINT, LogManager
 from storage.partition_metadata import read_partition_metadata, write_partition_metadata
-from tests.unit.replication.controller.node import NODE_ID, Node
+from tests.unit.replication.controller.node import NODE_ID, Node, with_storage_worker
 
 PARTITIONS = 250  # three chunks of loads
 
@@ -58,18 +56,8 @@ def written(directory: Path, *, clean: bool = True) -> dict[int, int]:
 
 
 def serve(node: Node, scenario: Callable[[], Any]) -> Any:
-    """Run ``scenario`` with the replica manager's storage worker, as the broker does once it
-    serves; then a clean stop's drain."""
-    async def main() -> Any:
-        with ThreadPoolExecutor(1, thread_name_prefix="test-storage") as executor:
-            node.replica_manager.use_executor(executor, asyncio.get_running_loop())
-            try:
-                return await scenario()
-            finally:
-                await node.replica_manager.drain()
-                node.replica_manager.disk_work = None
-
-    return asyncio.run(main())
+    """Run ``scenario`` with the storage worker, as the broker does once it serves."""
+    return with_storage_worker(node.replica_manager, scenario)
 
 
 def test_found_logs_are_served_once_loaded_and_not_leader_until_then(tmp_path: Path) -> None:
@@ -200,7 +188,7 @@ def test_after_a_crash_held_leaderships_load_only_once_the_node_is_unfenced(
         assert loaded is not None
         await loaded
 
-    serve(Node(log_manager, manager, None), scenario)  # type: ignore[arg-type]
+    with_storage_worker(manager, scenario)
     for index, end in ends.items():
         partition = manager.partition_or_error("t", index)
         assert partition.is_leader and partition.log.log_end_offset == end

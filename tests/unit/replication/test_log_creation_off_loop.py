@@ -7,11 +7,9 @@ a real one-thread executor, as the broker's storage worker does.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ from protocol.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionErr
 from replication.controller.interface import NewPartitions, NewTopic, TopicToDelete
 from storage.clock import ManualClock
 from storage.partition_metadata import read_partition_metadata
-from tests.unit.replication.controller.node import NODE_ID, Node
+from tests.unit.replication.controller.node import NODE_ID, Node, with_storage_worker
 
 
 @pytest.fixture
@@ -102,16 +100,7 @@ def test_new_logs_are_spread_over_the_log_dirs_without_a_scan(tmp_path: Path) ->
 
 
 def run_off_loop(node: Node, scenario: Callable[[], Any]) -> Any:
-    async def main() -> Any:
-        with ThreadPoolExecutor(1, thread_name_prefix="test-storage") as executor:
-            node.replica_manager.use_executor(executor, asyncio.get_running_loop())
-            try:
-                return await scenario()
-            finally:
-                await node.replica_manager.drain()
-                node.replica_manager.disk_work = None
-
-    return asyncio.run(main())
+    return with_storage_worker(node.replica_manager, scenario)
 
 
 def test_a_created_partition_answers_not_leader_until_its_log_exists_then_leads(node: Node) -> None:

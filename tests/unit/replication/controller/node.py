@@ -3,8 +3,12 @@ wired as ``Broker.startup`` wires them."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from replication.controller.local import LocalController
 from replication.replica_manager import ReplicaManager
@@ -38,3 +42,19 @@ class Node:
 
     def shutdown(self) -> None:
         self.log_manager.shutdown()
+
+
+def with_storage_worker(replica_manager: ReplicaManager,
+                        scenario: Callable[[], Awaitable[Any]]) -> Any:
+    """Run ``scenario`` on an event loop with the replica manager's disk work on a real
+    one-thread executor, as the broker's storage worker; then a clean stop's drain."""
+    async def main() -> Any:
+        with ThreadPoolExecutor(1, thread_name_prefix="test-storage") as executor:
+            replica_manager.use_executor(executor, asyncio.get_running_loop())
+            try:
+                return await scenario()
+            finally:
+                await replica_manager.drain()
+                replica_manager.disk_work = None
+
+    return asyncio.run(main())
