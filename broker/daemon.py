@@ -7,16 +7,19 @@ until their partition is loaded), start the scheduled storage work, print ``Sams
 started on HOST:PORT`` (the bound port, also when 0 was asked) to stdout.
 
 Stop (SIGTERM or SIGINT): stop accepting, answer the requests in flight, stop the scheduled
-work, then close every log (flush, checkpoints, clean-shutdown marker); exit code 0.
+work, then close every log (flush, checkpoints, clean-shutdown marker); exit code 0. The
+cluster steps (the metadata quorum, replication) are bounded (``stop_step``): one that does not
+end in time is logged with where every task of the loop waits, and the stop goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from broker.broker import Broker
 from broker.config import BrokerConfig, Listener
@@ -28,7 +31,7 @@ from broker.server import Server
 from replication.controller.local import LocalController
 from storage.clock import SYSTEM_CLOCK
 
-__all__ = ["run", "serve"]
+__all__ = ["run", "serve", "stop_step"]
 
 logger = logging.getLogger("samsa.broker")
 
@@ -68,10 +71,13 @@ async def serve(
         await stop.wait()
     finally:
         logger.info("shutting down")
-        if broker.quorum is not None:
-            await broker.quorum.stop()  # a leader resigns first (EndQuorumEpoch)
+        if broker.quorum is not None:  # a leader resigns first (EndQuorumEpoch)
+            session_s = config.kraft.broker_session_timeout_ms / 1000
+            await stop_step("the metadata quorum (controlled shutdown, Raft resignation)",
+                            broker.quorum.stop(), session_s + STOP_STEP_GRACE_S)
         if broker.replication is not None:
-            await broker.replication.stop()
+            await stop_step("replication (follower fetchers, ISR changes)",
+                            broker.replication.stop(), STOP_STEP_GRACE_S)
         await server.stop()
         await broker.offsets_loader.stop()
         await broker.transactions.stop()
@@ -83,6 +89,30 @@ async def serve(
         await scheduler.stop()
         await loop.run_in_executor(None, broker.shutdown)
         logger.info("shut down cleanly")
+
+
+# What a bounded stop step may take beyond its own waits (a controlled shutdown waits up to a
+# broker session); then the stop goes on without it.
+STOP_STEP_GRACE_S = 10.0
+
+
+async def stop_step(name: str, step: Awaitable[None], timeout_s: float) -> bool:
+    """One step of a clean stop, bounded: a clean stop must end. A step still waiting after
+    ``timeout_s`` is logged with where each of the loop's tasks waits, and the stop goes on
+    without it (the logs are still closed and checkpointed). True if it ended in time."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await step
+    except TimeoutError:
+        current = asyncio.current_task()
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            if task is not current:
+                task.print_stack(limit=8, file=stacks)
+        logger.warning("stopping: %s did not end within %.0f s; going on without it. Where the "
+                       "event loop's tasks wait:\n%s", name, timeout_s, stacks.getvalue())
+        return False
+    return True
 
 
 def _signal_event(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
