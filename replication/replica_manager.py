@@ -287,7 +287,7 @@ class ReplicaManager:
                 logger.warning("deleting stray log %s-%d: not in the metadata image", *key)
                 entry = self.log_manager.forget_unloaded(key)
                 assert entry is not None
-                self.log_manager.purge_directories(self.log_manager.remove_unloaded_files([entry]))
+                self.log_manager.purge_directories(self.log_manager.remove_log_files((), [entry]))
         for key in list(self.log_manager.logs):
             if key == (METADATA_TOPIC, METADATA_PARTITION):
                 continue
@@ -628,17 +628,15 @@ class ReplicaManager:
                      cancelled: list[PendingLog], never_loaded: list[UnloadedLog]) -> None:
         manager = self.log_manager
         if self.disk_work is None:
-            manager.purge_directories(manager.remove_log_files(logs)
-                                      + manager.remove_unloaded_files(never_loaded))
+            manager.purge_directories(manager.remove_log_files(logs, never_loaded))
             return
         disk_work = self.disk_work
 
         def remove() -> list[Path]:  # on the worker, after the creations of ``cancelled``
             return manager.remove_log_files(
-                logs + [pending.log for pending in cancelled if pending.log is not None]
-            ) + manager.remove_unloaded_files(never_loaded + [
-                pending.found for pending in cancelled
-                if pending.log is None and pending.found is not None])
+                logs + [pending.log for pending in cancelled if pending.log is not None],
+                never_loaded + [pending.found for pending in cancelled
+                                if pending.log is None and pending.found is not None])
 
         def removed(outcome: list[Path] | BaseException) -> None:
             if isinstance(outcome, BaseException):

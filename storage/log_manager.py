@@ -329,7 +329,7 @@ class LogManager:
 
     def forget_unloaded(self, key: TopicPartition) -> UnloadedLog | None:
         """Owner's half of deleting a log not loaded yet: no longer in ``unloaded`` (its
-        directory is the caller's to remove: ``remove_unloaded_files``)."""
+        directory is the caller's to remove: ``remove_log_files``)."""
         entry = self.unloaded.pop(key, None)
         if entry is not None:
             self._placed[entry.log_dir] -= 1
@@ -347,22 +347,6 @@ class LogManager:
         except CorruptCheckpointError as error:
             logger.error("dropping the cleaner checkpoint of %s-%d failed: %s", *key, error)
         return target
-
-    def remove_unloaded_files(self, entries: Sequence[UnloadedLog]) -> list[Path]:
-        """Disk half (any thread): rename each never-loaded log ``<name>.<id>-delete`` and drop
-        its cleaner checkpoint; the new paths, for ``purge_directories``."""
-        aside = []
-        for entry in entries:
-            target = entry.path.with_name(
-                aside_directory_name(*entry.key, DELETE_DIR_SUFFIX))
-            try:
-                entry.path.rename(target)
-                remove_cleaner_checkpoint(entry.log_dir, entry.key)
-            except (CorruptCheckpointError, OSError) as error:
-                logger.error("deleting %s failed: %s", entry.path, error)
-                continue
-            aside.append(target)
-        return aside
 
     def directory_of(self, key: TopicPartition) -> Path | None:
         """The log directory holding ``key``'s log, loaded or not (None: none here)."""
@@ -505,22 +489,31 @@ class LogManager:
         self._placed[log.directory.parent] -= 1
         return log
 
-    def remove_log_files(self, logs: Sequence[Log]) -> list[Path]:
-        """Disk half (any thread): close each detached log, drop its cleaner checkpoint (one
-        rewrite per directory) and rename it ``<name>.<id>-delete``; returns the new paths for
+    def remove_log_files(self, logs: Sequence[Log],
+                         unloaded: Sequence[UnloadedLog] = ()) -> list[Path]:
+        """Disk half (any thread): close each detached log, rename it ``<name>.<id>-delete``
+        and drop its cleaner checkpoint (one rewrite per directory); ``unloaded``: logs never
+        loaded (``forget_unloaded``), renamed the same way. Returns the new paths for
         ``purge_directories``. A failure is logged and the other logs go on."""
-        by_directory: dict[Path, list[TopicPartition]] = {}
-        aside = []
+        doomed: list[tuple[TopicPartition, Path]] = []
         for log in logs:
             try:
                 log.close()
-                target = log.directory.with_name(
-                    aside_directory_name(log.topic, log.partition, DELETE_DIR_SUFFIX))
-                log.directory.rename(target)
             except (KafkaError, OSError) as error:
                 logger.error("deleting %s failed: %s", log.directory, error)
                 continue
-            by_directory.setdefault(log.directory.parent, []).append((log.topic, log.partition))
+            doomed.append(((log.topic, log.partition), log.directory))
+        doomed.extend((entry.key, entry.path) for entry in unloaded)
+        by_directory: dict[Path, list[TopicPartition]] = {}
+        aside = []
+        for key, directory in doomed:
+            target = directory.with_name(aside_directory_name(*key, DELETE_DIR_SUFFIX))
+            try:
+                directory.rename(target)
+            except OSError as error:
+                logger.error("deleting %s failed: %s", directory, error)
+                continue
+            by_directory.setdefault(directory.parent, []).append(key)
             aside.append(target)
         for directory, keys in by_directory.items():
             try:
