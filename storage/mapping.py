@@ -8,6 +8,11 @@ where Python has it, and otherwise calls libc's ``mmap``/``msync``/``munmap`` th
 either way the descriptor is closed as soon as the map exists. A map still counts against
 ``vm.max_map_count`` (one per mapped index), which ``storage.limits`` reports.
 
+Every map is advised ``MADV_RANDOM``: an index is read by bisection and written an entry at a
+time, and without the advice each fault on the sparse, preallocated file read ahead a large
+folio of zero pages that the next trim then evicted. Recovering 5,000 logs after kill -9 spent
+30 s of system time there; with it, 6 s (and 15 s of wall time instead of 41).
+
 ``MappedFile.buffer`` is a writable (or read-only) buffer over the map, fit for
 ``struct.pack_into`` / ``unpack_from`` and slice reads. Invariant, the caller's to keep: no view of
 ``buffer`` outlives ``close()``; with the ctypes map a read after ``munmap`` is a crash, not an
@@ -58,6 +63,7 @@ class _PythonMap:
     def __init__(self, fd: int, length: int, *, writable: bool) -> None:
         access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
         self._map: mmap.mmap | None = mmap.mmap(fd, length, access=access, trackfd=False)  # type: ignore[call-arg,unused-ignore]
+        self._map.madvise(mmap.MADV_RANDOM)
 
     @property
     def buffer(self) -> Any:
@@ -87,6 +93,8 @@ def _libc() -> Any:
     ]
     library.munmap.restype = ctypes.c_int
     library.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    library.madvise.restype = ctypes.c_int
+    library.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     library.msync.restype = ctypes.c_int
     library.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     return library
@@ -111,6 +119,7 @@ class _LibcMap:
             _raise_errno("mmap", f"{length} bytes")
         self._address: int | None = address
         self._length = length
+        _LIBC.madvise(address, length, mmap.MADV_RANDOM)  # advice: a failure changes nothing
         array = (ctypes.c_char * length).from_address(address)
         # ctypes arrays are always writable: a read-only map gets a read-only view instead, so a
         # stray write raises TypeError rather than faulting on the PROT_READ pages.
