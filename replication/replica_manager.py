@@ -547,15 +547,22 @@ class ReplicaManager:
         """On the worker: each log's files (or, found at start-up, its load); the errors by
         partition (the rest succeeded)."""
         errors: dict[tuple[str, int], Exception] = {}
+        found = [pending for pending in chunk if pending.found is not None]
+        loaded = self.log_manager.load_unloaded_many(
+            [(pending.found, pending.config, pending.topic_id)  # type: ignore[misc]
+             for pending in found])
+        for pending, outcome in zip(found, loaded):
+            if isinstance(outcome, Log):
+                pending.log = outcome
+            else:
+                errors[(pending.topic, pending.partition)] = outcome
         for pending in chunk:
+            if pending.found is not None:
+                continue
             try:
-                if pending.found is not None:
-                    pending.log = self.log_manager.load_unloaded(
-                        pending.found, pending.config, pending.topic_id)
-                else:
-                    pending.log = self.log_manager.open_new_log(
-                        pending.directory, pending.topic, pending.partition, pending.config,
-                        topic_id=pending.topic_id)
+                pending.log = self.log_manager.open_new_log(
+                    pending.directory, pending.topic, pending.partition, pending.config,
+                    topic_id=pending.topic_id)
             except (KafkaError, OSError) as error:
                 errors[(pending.topic, pending.partition)] = error
         return errors

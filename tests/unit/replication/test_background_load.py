@@ -209,3 +209,49 @@ def test_a_topic_with_logs_waiting_to_load_counts_as_disk_work_under_way(tmp_pat
 
     serve(node, scenario)
     node.shutdown()
+
+
+def test_after_a_crash_found_logs_are_recovered_on_the_recovery_threads(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``num.recovery.threads.per.data.dir`` (2 here, Kafka's default) threads recover a
+    chunk; each log ends where it did, and a stray among them is set aside as in one thread."""
+    ends = written(tmp_path, clean=False)
+    write_partition_metadata(tmp_path / "t-3", uuid.uuid4())
+    write_partition_metadata(tmp_path / "t-4", uuid.uuid4())  # two set aside at once
+    node = Node.start(tmp_path, ManualClock(2000), background_above=0)
+    manager = node.replica_manager
+
+    async def scenario() -> None:
+        await manager.loaded()  # type: ignore[misc]
+
+    with caplog.at_level("DEBUG"):
+        serve(node, scenario)
+    assert "loading 100 logs (100 to recover) on 2 thread(s)" in caplog.messages
+    recovering = {record.threadName for record in caplog.records
+                  if "unclean shutdown" in record.getMessage()}
+    assert len(recovering) == 2 and all(name.startswith("samsa-log-load") for name in recovering)
+    for index, end in ends.items():
+        assert manager.partition_or_error("t", index).log.log_end_offset == (
+            0 if index in (3, 4) else end)
+    assert len(list(tmp_path.glob("t-[34].*-stray"))) == 2
+    node.shutdown()
+
+
+def test_a_clean_directory_s_logs_load_in_one_thread(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Clean loads are Python work: one thread (two contending for the GIL were slower)."""
+    written(tmp_path)
+    node = Node.start(tmp_path, ManualClock(2000), background_above=0)
+    manager = node.replica_manager
+
+    async def scenario() -> None:
+        await manager.loaded()  # type: ignore[misc]
+
+    with caplog.at_level("DEBUG", logger="samsa.storage.log_manager"):
+        serve(node, scenario)
+    assert [record.getMessage() for record in caplog.records if "thread(s)" in record.getMessage()] == [
+        "loading 100 logs (0 to recover) on 1 thread(s)",
+        "loading 100 logs (0 to recover) on 1 thread(s)",
+        "loading 50 logs (0 to recover) on 1 thread(s)"]
+    assert manager.logs_loaded == PARTITIONS
+    node.shutdown()
