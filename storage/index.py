@@ -199,7 +199,11 @@ class AbstractIndex:
         bytes is taken to be trimmed, so all of it is entries. An existing empty file stays
         empty (a trimmed index of a segment without entries); the log re-grows the active one.
         """
-        if self._writable and not self._path.exists():
+        try:
+            length = os.stat(self._path).st_size  # one stat (loading 20,000 logs takes 40,000)
+        except FileNotFoundError:
+            if not self._writable:
+                raise
             length = self._round_down(self._max_index_size)
             fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -207,7 +211,6 @@ class AbstractIndex:
             finally:
                 os.close(fd)
             return length, 0
-        length = os.stat(self._path).st_size
         return length, length // self.entry_size
 
     def _map(self) -> Any:
