@@ -134,6 +134,8 @@ class PendingLog:
     log: Log | None = None
     cancelled: bool = False
     found: UnloadedLog | None = None
+    submitted: bool = False  # a load handed to the worker (a chunk skips it then)
+    hurried: bool = False  # in the queue of loads a client asked for (``hurry``)
 
 
 class ReplicaManager:
@@ -158,6 +160,8 @@ class ReplicaManager:
         self.high_watermark_checkpoints: dict[tuple[str, int], int] = {}
         # Found logs waiting to load, in chunks; one chunk on the worker at a time.
         self._load_queue: deque[list[PendingLog]] = deque()
+        # Loads a client asked for (``hurry``): taken before the queue's next chunk.
+        self._hurry_queue: deque[PendingLog] = deque()
         self._load_in_flight = False
         self._loads_stopped = False  # a clean stop: no new chunk
         self._loads_started: float | None = None
@@ -512,8 +516,15 @@ class ReplicaManager:
         if self.disk_work is None or self._load_in_flight or self._loads_stopped:
             return
         chunk: list[PendingLog] = []
+        while self._hurry_queue and len(chunk) < CREATE_CHUNK:
+            pending = self._hurry_queue.popleft()
+            if not pending.cancelled and not pending.submitted:
+                chunk.append(pending)
         while self._load_queue and not chunk:
-            chunk = [pending for pending in self._load_queue.popleft() if not pending.cancelled]
+            chunk = [pending for pending in self._load_queue.popleft()
+                     if not pending.cancelled and not pending.submitted]
+        for pending in chunk:
+            pending.submitted = True
         if not chunk:
             if self._loads_started is not None:
                 logger.info("loaded %d logs in the background in %.1f s", self.logs_loaded,
@@ -653,6 +664,27 @@ class ReplicaManager:
 
         disk_work.submit(keys, remove, removed)
 
+    def hurry(self, topic: str, partitions: Iterable[int] | None = None) -> int:
+        """A client asked for ``topic`` (its ``partitions``; None: all): its logs still waiting
+        to load go to the head of the queue, so a producer or consumer of a few partitions is
+        served seconds after the listener opens, not after every log of a large node loaded.
+        Returns how many were moved. O(the partitions named)."""
+        if partitions is None:
+            if not self._loading[topic]:
+                return 0
+            image_topic = self.image.topics_by_name.get(topic)
+            partitions = () if image_topic is None else image_topic.partitions
+        moved = 0
+        for index in partitions:
+            pending = self.creating.get((topic, index))
+            if (pending is None or pending.found is None or pending.submitted
+                    or pending.cancelled or pending.hurried):
+                continue
+            pending.hurried = True
+            self._hurry_queue.append(pending)  # its place in its chunk is skipped when reached
+            moved += 1
+        return moved
+
     # -- lookups ------------------------------------------------------------------------------
 
     def partition(self, topic: str, index: int) -> Partition | None:
@@ -667,6 +699,8 @@ class ReplicaManager:
             return partition
         image_topic = None if self.metadata_log is None else self.image.topics_by_name.get(topic)
         if image_topic is not None and index in image_topic.partitions:
+            if self._loading[topic]:
+                self.hurry(topic, (index,))
             raise NotLeaderOrFollowerError(
                 f"partition {topic}-{index} is not hosted on node {self.node_id} (yet)")
         raise UnknownTopicOrPartitionError()

@@ -120,11 +120,13 @@ def _topic(
             return _error(None, topic_id, UnknownTopicIdError())
         if not authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
             return _error(None, topic_id, TopicAuthorizationFailedError())
+        manager.hurry(topic.name)  # named: a client wants it, its logs load first
         return _describe_hosted(context, topic)
     if not authorize(context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
         return _error(name, ZERO_UUID, TopicAuthorizationFailedError())
     topic = manager.topic_by_name(name)
     if topic is not None:
+        manager.hurry(name)  # named: a client wants it, its logs load first
         return _describe_hosted(context, topic)
     if name == METADATA_TOPIC or is_internal(name):
         # Internal topics are created by their coordinators, never by a Metadata request.

@@ -75,7 +75,8 @@ def test_found_logs_are_served_once_loaded_and_not_leader_until_then(tmp_path: P
         assert loaded is not None
         await loaded
         assert manager.loaded() is None and not manager.creating
-        assert manager.disk_work is not None and manager.disk_work.jobs_submitted == 3
+        # three chunks, and before them t-0 alone: asked for above (``hurry``)
+        assert manager.disk_work is not None and manager.disk_work.jobs_submitted == 4
 
     serve(node, scenario)
     assert not node.log_manager.unloaded and manager.logs_loaded == PARTITIONS
@@ -254,4 +255,35 @@ def test_a_clean_directory_s_logs_load_in_one_thread(
         "loading 100 logs (0 to recover) on 1 thread(s)",
         "loading 50 logs (0 to recover) on 1 thread(s)"]
     assert manager.logs_loaded == PARTITIONS
+    node.shutdown()
+
+
+def test_a_partition_a_client_asks_for_loads_before_the_queue(tmp_path: Path) -> None:
+    """Produce, Fetch and ListOffsets (``partition_or_error``) and a Metadata request naming
+    the topic (``hurry``) move the logs asked for to the head of the queue: loaded in the
+    next chunk, not after every log queued before them."""
+    written(tmp_path)
+    node = Node.start(tmp_path, ManualClock(2000), background_above=0)
+    manager = node.replica_manager
+    order: list[tuple[str, int]] = []  # the logs in the order their chunks came back
+    original = manager._logs_loaded
+
+    def record(chunk: Any, outcome: Any) -> None:  # a spy: the real method does the work
+        order.extend((pending.topic, pending.partition) for pending in chunk)
+        original(chunk, outcome)
+
+    manager._logs_loaded = record  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        # The first chunk (partitions 0-99 in queue order) went to the worker with
+        # use_executor; asked for now, 249 and 180 come in the chunk after it.
+        with pytest.raises(NotLeaderOrFollowerError):
+            manager.partition_or_error("t", 249)
+        assert manager.hurry("t", [180, 249]) == 1  # 249 already asked for
+        await manager.loaded()  # type: ignore[misc]
+
+    serve(node, scenario)
+    first, second = order[:100], order[100:102]
+    assert len(order) == PARTITIONS and len(set(order)) == PARTITIONS  # each loaded once
+    assert ("t", 249) not in first and second == [("t", 249), ("t", 180)]
     node.shutdown()
