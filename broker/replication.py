@@ -59,6 +59,10 @@ class ReplicationService:
         self.fetchers = ReplicaFetcherManager(broker, self.settings, self.broker_epoch)
         self._queued: dict[tuple[str, int], tuple[Partition, IsrChange]] = {}
         self._refused_until: dict[tuple[str, int], float] = {}  # monotonic seconds
+        # The change each partition is sending again, told at INFO once: without a controller it
+        # is resent every RETRY_BACKOFF_S (a leader shut down beside a dead node wrote 9,000
+        # such lines in 30 s); the later resends go to DEBUG.
+        self._resending: dict[tuple[str, int], IsrChange] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -96,6 +100,7 @@ class ReplicationService:
                 partition.isr_change_failed(change)
                 return
             del self._refused_until[key]
+        self._resending.pop(key, None)
         logger.info("%s-%d: proposing ISR %s (was %s, leader epoch %d, partition epoch %d)",
                     partition.topic, partition.partition, list(change.new_isr),
                     list(partition.isr), change.leader_epoch, change.partition_epoch)
@@ -175,6 +180,7 @@ class ReplicationService:
                 entry = batch.pop(key, None)
                 if entry is None:
                     continue
+                self._resending.pop(key, None)
                 partition, change = entry
                 error = data.error_code
                 if error == ErrorCode.NONE:
@@ -201,9 +207,13 @@ class ReplicationService:
         the partition moved on meanwhile (a new image, another change)."""
         for key, (partition, change) in batch.items():
             if partition.isr_state.pending != change or not partition.is_leader:
+                self._resending.pop(key, None)
                 continue
-            logger.info("%s-%d: ISR change to %s not answered (%s): sending it again", *key,
-                        list(change.new_isr), reason)
+            told = self._resending.get(key) == change
+            self._resending[key] = change
+            logger.log(logging.DEBUG if told else logging.INFO,
+                       "%s-%d: ISR change to %s not answered (%s): sending it again%s", *key,
+                       list(change.new_isr), reason, "" if told else " (until answered)")
             self._queued.setdefault(key, (partition, change))
         if self._queued:
             self._wake.set()
