@@ -562,7 +562,7 @@ class ReplicaManager:
         loaded = self.log_manager.load_unloaded_many(
             [(pending.found, pending.config, pending.topic_id)  # type: ignore[misc]
              for pending in found])
-        for pending, outcome in zip(found, loaded):
+        for pending, outcome in zip(found, loaded, strict=True):
             if isinstance(outcome, Log):
                 pending.log = outcome
             else:
