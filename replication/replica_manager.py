@@ -59,7 +59,10 @@ above``): a partition whose log was found at start-up but not loaded goes the wa
 (``creating``, answering NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE), its disk work being the
 load (``LogManager.load_unloaded``: recovery if needed, the topic-id check). Loads run one chunk
 at a time (``_pump_loads``), so the metadata writes, flushes and checkpoints queued on the same
-worker wait for one chunk, not for every log; they start once the broker serves
+worker wait for one chunk, not for every log (a chunk of logs to recover runs on the log
+manager's recovery threads, ``load_unloaded_many``). The logs a client asks for (``hurry``:
+``partition_or_error`` from Produce, Fetch and ListOffsets, a Metadata request naming the
+topic) form the next chunk, ahead of the queue. Loads start once the broker serves
 (``use_executor``) and stop at a clean stop (``drain``: the logs not loaded then keep their
 checkpointed offsets and their directory's unclean state, see ``storage.log_manager``). A log
 that loads while this node's leaderships are held back (an unclean restart) is added, not
