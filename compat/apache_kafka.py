@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -36,6 +35,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from compat.samsa_cluster import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "kafka"
@@ -210,9 +211,9 @@ def random_cluster_id() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port for a Kafka node to listen on (``compat.samsa_cluster.free_ports``: below the
+    ephemeral range, so no port-0 bind or outgoing connection takes it first)."""
+    return free_ports(1)[0]
 
 
 @dataclass

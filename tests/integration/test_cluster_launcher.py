@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,18 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from compat.samsa_cluster import free_ports
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_SECONDS = 60
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 CONTROLLER_PORTS: dict[Path, list[int]] = {}
