@@ -129,8 +129,17 @@ def _print_started(config: BrokerConfig, bound: list[Listener]) -> None:
     print(f"Samsa broker started on {first.host}:{first.port}", flush=True)
 
 
+# The interpreter's switch interval in the broker process (Python's default is 5 ms): how long
+# the event loop may wait for the GIL while a worker thread runs Python — loading logs, or
+# describing and encoding a large Metadata answer off the loop. With 1 ms, a producer's p99
+# while another client lists 20,000 partitions without pause went from 31 to 15 ms (max 105 to
+# 50 ms); the listing itself took 68 ms instead of 64. Threads that do not contend never switch.
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
 def run(config: BrokerConfig) -> int:
     logging.getLogger("samsa").setLevel(logging.INFO)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     run_loop(serve(config, on_started=lambda bound: _print_started(config, bound)))
     sys.stdout.flush()
     return 0
