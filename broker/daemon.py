@@ -30,6 +30,7 @@ from broker.scheduler import Scheduler
 from broker.server import Server
 from replication.controller.local import LocalController
 from storage.clock import SYSTEM_CLOCK
+from storage.log_dirs import lock_log_dirs, unlock_log_dirs
 
 __all__ = ["run", "serve", "stop_step"]
 
@@ -140,6 +141,10 @@ GIL_SWITCH_INTERVAL_S = 0.001
 def run(config: BrokerConfig) -> int:
     logging.getLogger("samsa").setLevel(logging.INFO)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    run_loop(serve(config, on_started=lambda bound: _print_started(config, bound)))
+    locks = lock_log_dirs(config.log_dirs)  # before anything reads or writes them
+    try:
+        run_loop(serve(config, on_started=lambda bound: _print_started(config, bound)))
+    finally:
+        unlock_log_dirs(locks)
     sys.stdout.flush()
     return 0

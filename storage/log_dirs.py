@@ -18,7 +18,10 @@ by whichever thread hit the error.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,3 +56,43 @@ def aside_directory_name(topic: str, partition: int, suffix: str) -> str:
     """``<topic>-<partition>.<uuid><suffix>`` (``-delete`` or ``-stray``), at most 255 bytes."""
     tail = f"-{partition}.{uuid.uuid4().hex}{suffix}"
     return topic[: MAX_DIR_NAME_LENGTH - len(tail)] + tail
+
+
+LOCK_FILE = ".lock"  # Kafka's name: a directory's lock, held by the broker process using it
+
+
+class LogDirLockedError(Exception):
+    """Another process holds ``directory``'s lock: it is some other broker's."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(
+            f"cannot lock {directory / LOCK_FILE}: another broker process is using the log "
+            f"directory {directory} (stop it, or give this broker its own log.dirs)")
+        self.directory = directory
+
+
+def lock_log_dirs(directories: Iterable[Path]) -> list[int]:
+    """Take each directory's ``.lock`` (created with the directory if missing) for as long as
+    the process lives, as Kafka's ``LogManager.lockLogDirs``: two brokers on one directory would
+    append to the same segments and overwrite each other's checkpoints. An exclusive ``flock``,
+    released by the kernel when the process ends, however it ends. Returns the descriptors
+    (``unlock_log_dirs`` lets go earlier); ``LogDirLockedError`` if one is held elsewhere."""
+    held: list[int] = []
+    try:
+        for directory in directories:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            held.append(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LogDirLockedError(directory) from None
+    except BaseException:
+        unlock_log_dirs(held)
+        raise
+    return held
+
+
+def unlock_log_dirs(descriptors: Iterable[int]) -> None:
+    for fd in descriptors:
+        os.close(fd)  # closing the last descriptor of the open file releases its flock
