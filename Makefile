@@ -4,24 +4,37 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run cluster test test-deps lint unit slow bench faults clean
+.PHONY: install run cluster test test-deps lint unit slow bench faults clean wheel
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The broker alone (make run): the runtime dependencies, none of the dev and Spark extras.
+RUN_STAMP := $(VENV)/.installed-run
+
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# compat mode puts the repository itself on sys.path (a .pth): PySpark finds pyspark_samsa
 	# with pkgutil.iter_modules, which does not see setuptools' import-hook editable installs.
 	$(PY) -m pip install --quiet -e '.[dev,spark]' --config-settings editable_mode=compat
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
-run: install
+$(RUN_STAMP): pyproject.toml setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e . --config-settings editable_mode=compat
+	touch $(RUN_STAMP)
+
+# The wheel and sdist in dist/ (the wheel's layout: tools/wheel_layout.py).
+wheel: install
+	$(PY) -m build --outdir dist .
+
+run: $(RUN_STAMP)
 	$(VENV)/bin/samsa broker start --config conf/server.properties --override log.dirs=./data
 
 # Three nodes (conf/cluster/node-*.properties, data in ./data/cluster/node-N) in the foreground;
 # Ctrl-C stops them all.
-cluster: install
+cluster: $(RUN_STAMP)
 	$(VENV)/bin/samsa cluster start --config-dir conf/cluster
 
 lint: install
@@ -61,7 +74,7 @@ compat-full: install
 
 # The same suites (librdkafka quick mode) against three-node KRaft clusters configured as
 # make cluster's (conf/cluster/), on ephemeral ports; results in compat/results/*-cluster.json.
-compat-cluster: install
+compat-cluster: $(RUN_STAMP)
 	$(PY) -m compat.run --brokers 3
 
 clean:

@@ -24,8 +24,6 @@ the leader's (followers hold empty logs; none at all fails the probe). The harne
 
 from __future__ import annotations
 
-import random
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -47,6 +45,7 @@ from protocol.messages.describe_log_dirs_request import (
 )
 from protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from protocol.messages.request_header import RequestHeader
+from samsa.testing.ports import free_ports
 
 CLUSTER_CONF = ROOT / "conf" / "cluster"
 # Keys of make cluster's node files that the harness sets per node itself.
@@ -58,55 +57,6 @@ PROBE_TOPIC = "samsa-compat-replication-probe"
 SUITE_MIN_INSYNC_REPLICAS = "1"  # Kafka's default (see the module docstring)
 DESCRIBE_LOG_DIRS_VERSION = 1  # not flexible: response header v0
 T = TypeVar("T")
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free a moment ago, for processes started later to listen on.
-
-    Taken below the kernel's ephemeral range (``ip_local_port_range``): a port chosen by binding
-    port 0 and then released is an ephemeral one, which the kernel may hand out again — to a
-    proxy binding port 0 or to a client's outgoing connection — before the node binds it (the
-    fault harness's mixed smoke run once lost a node's start to that). Below the range only an
-    explicit bind can take it. Falls back to port 0 when the range leaves no room below it."""
-    low = _ephemeral_low()
-    if low - PORTS_BELOW_FROM < count:
-        return _kernel_chosen_ports(count)
-    ports: list[int] = []
-    span = low - PORTS_BELOW_FROM
-    start = random.randrange(span)
-    for step in range(span):
-        port = PORTS_BELOW_FROM + (start + step) % span
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        ports.append(port)
-        if len(ports) == count:
-            return ports
-    return _kernel_chosen_ports(count)
-
-
-PORTS_BELOW_FROM = 10_000  # free_ports picks in [this, the ephemeral range's low end)
-
-
-def _ephemeral_low() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
-            return int(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 49_152  # IANA's dynamic range, the BSDs' and macOS's default
-
-
-def _kernel_chosen_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def cluster_template(directory: Path = CLUSTER_CONF) -> list[dict[str, str]]:

@@ -115,7 +115,8 @@ class ClusterLauncher:
         self.say(f"Samsa cluster started: {started}")
 
     def _spawn(self, node_id: int, config: Path) -> NodeProcess:
-        arguments = [sys.executable, "-m", "tools.cli", "broker", "start", "--config", str(config)]
+        arguments = [sys.executable, "-m", f"{__package__}.cli", "broker", "start", "--config",
+                     str(config)]
         for override in self.overrides:
             arguments += ["--override", override]
         # A session of its own: Ctrl-C in the terminal reaches the launcher only, which then

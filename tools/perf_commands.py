@@ -8,9 +8,23 @@ ratios (``bench.rounds``)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+BENCH_MISSING = ("samsa perf runs the repository's bench package, which the wheel leaves out: "
+                 "run it from a checkout (make install)")
+
+
+def _bench(name: str) -> Any:
+    """``bench.<name>``, or a one-line error where only the wheel is installed."""
+    try:
+        return importlib.import_module(f"bench.{name}")
+    except ModuleNotFoundError as error:
+        if error.name == "bench":
+            raise RuntimeError(BENCH_MISSING) from None
+        raise
 
 
 def register(groups: Any) -> None:
@@ -58,14 +72,14 @@ def register_produce(commands: Any) -> None:
 
 
 def run_storage(args: argparse.Namespace) -> int:
-    from bench import storage
+    storage = _bench("storage")
 
     storage.main(directory=args.dir, mib=args.mib, json_path=args.json, rounds_count=args.rounds)
     return 0
 
 
 def run_broker(args: argparse.Namespace) -> int:
-    from bench import broker
+    broker = _bench("broker")
 
     broker.main(quick=args.quick, profile=args.profile, json_path=args.json,
                 rounds_count=args.rounds)
@@ -77,7 +91,7 @@ def run_produce(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from bench import client_perf
+    client_perf = _bench("client_perf")
 
     bootstrap, settings, clients = _clients(args, client_perf.CLIENTS)
     done = client_perf.run(bootstrap, args.topic, clients, num_records=args.num_records,
@@ -110,7 +124,7 @@ def _print_summary(args: argparse.Namespace, summary: dict[str, Any],
     import json
     import sys
 
-    from bench import rounds
+    rounds = _bench("rounds")
 
     if args.json:
         json.dump(summary, sys.stdout, indent=2)
@@ -140,7 +154,7 @@ def run_consume(args: argparse.Namespace) -> int:
     """``bench.consumer_perf`` from the command line: a table, or JSON with ``--json``."""
     from rich.console import Console
 
-    from bench import consumer_perf
+    consumer_perf = _bench("consumer_perf")
 
     bootstrap, settings, clients = _clients(args, consumer_perf.CLIENTS)
     done = consumer_perf.run(bootstrap, args.topic, clients, messages=args.messages,

@@ -1,0 +1,1 @@
+"""TLS listeners: the accepting side, its configuration and the principal of a session."""
