@@ -425,8 +425,8 @@ class Sender:
             elif answer.error_code in (0, _DUPLICATE_SEQUENCE_NUMBER):
                 self._complete(batch, answer.base_offset, answer.log_append_time_ms)
             elif answer.error_code == ErrorCode.OFFSET_CONFLICT:
-                self._fail(batch, OffsetConflictError(
-                    f"{_name(batch)}: {answer.error_message or 'OFFSET_CONFLICT'}",
+                self._fail(batch, OffsetConflictError(  # the broker's message names the partition
+                    answer.error_message or f"{_name(batch)}: OFFSET_CONFLICT",
                     current_offset=answer.current_offset))
             else:
                 self._retry_or_fail(batch, _produce_error(answer, batch), now)
