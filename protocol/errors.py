@@ -5,6 +5,13 @@ The codes, names, retriable flags and default messages are Apache Kafka's
 code 99 is unassigned in Kafka too). A code is "retriable" exactly when Kafka's
 exception for it derives from ``RetriableException``.
 
+Samsa's own codes start at 10000, far outside Kafka's range, and only Samsa's own APIs
+(API keys from 10000) answer them, so a Kafka client never meets one:
+
+- ``OFFSET_CONFLICT`` (10000, not retriable): SamsaConditionalProduce's condition did not
+  hold (the partition's log end offset, or the offset of the last record with the key, is not
+  the one expected); nothing was appended. ``current_offset`` is the actual offset.
+
 Class names are the CamelCase of Kafka's code name plus ``Error`` unless that
 already ends in ``Error``: ``OFFSET_OUT_OF_RANGE`` -> ``OffsetOutOfRangeError``,
 ``KAFKA_STORAGE_ERROR`` -> ``KafkaStorageError``.
@@ -156,6 +163,8 @@ class ErrorCode(IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    # Samsa's own codes (see the module docstring).
+    OFFSET_CONFLICT = 10000
 
 
 _registry: dict[int, type[KafkaError]] = {}
@@ -972,6 +981,18 @@ class VoterNotFoundError(KafkaError):
 class InvalidRegularExpressionError(KafkaError):
     code = ErrorCode.INVALID_REGULAR_EXPRESSION
     default_message = "The regular expression is not valid."
+
+
+class OffsetConflictError(KafkaError):
+    """A conditional append's condition did not hold; ``current_offset`` is the partition's
+    actual log end offset, or the actual offset of the last record with the key (-1: none)."""
+
+    code = ErrorCode.OFFSET_CONFLICT
+    default_message = "The expected offset of a conditional append is not the current one."
+
+    def __init__(self, message: str | None = None, *, current_offset: int = -1) -> None:
+        super().__init__(message)
+        self.current_offset = current_offset
 
 
 ERRORS: Mapping[int, type[KafkaError]] = MappingProxyType(_registry)

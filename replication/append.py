@@ -11,7 +11,9 @@ their fetchers, not here. Per partition, in Kafka's order:
 3. no records → INVALID_RECORD; more bytes than ``segment.bytes`` → RECORD_LIST_TOO_LARGE;
 4. ``verify`` (the transaction check of Produce, KIP-890) raises its mapped error or says
    whether the coordinator vouched for the partition;
-5. the append itself (``Partition.append_as_leader``: validation, offsets, high watermark).
+5. the append itself (``Partition.append_as_leader``: validation, offsets, high watermark),
+   with the entry's ``AppendCondition`` if it has one (SamsaConditionalProduce: checked by
+   the log inside the append, OFFSET_CONFLICT and nothing written when it does not hold).
 
 Once every partition is appended, the fetch purgatory is checked for those that took records
 (``check_and_complete``, as Kafka's action queue does after the request): long polls waiting on
@@ -54,7 +56,7 @@ from protocol.errors import (
 from replication.metadata.controller import is_internal
 from replication.partition import Partition
 from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
-from storage.log import AppendResult
+from storage.log import AppendCondition, AppendResult
 from storage.producer_state import AppendOrigin, EndMarker
 
 __all__ = ["VALID_REQUIRED_ACKS", "DelayedProduce", "PartitionAppend", "ReplicaAppender",
@@ -155,13 +157,16 @@ class ReplicaAppender:
         required_acks: int,
         origin: AppendOrigin,
         verify: Verify = unverified,
+        conditions: Sequence[AppendCondition | None] | None = None,
     ) -> list[PartitionAppend]:
         """Append each partition's records (see the module docstring); an outcome per entry,
-        in order."""
+        in order. ``conditions``: one per entry (None: unconditional), or None for none."""
         if required_acks not in VALID_REQUIRED_ACKS:
             return [PartitionAppend(error=InvalidRequiredAcksError()) for _ in entries]
-        outcomes = [self._append(key, records, origin, verify, required_acks)
-                    for key, records in entries]
+        if conditions is None:
+            conditions = [None] * len(entries)
+        outcomes = [self._append(key, records, origin, verify, required_acks, condition)
+                    for (key, records), condition in zip(entries, conditions, strict=True)]
         self.try_complete_delayed(*{
             key: None for (key, _), outcome in zip(entries, outcomes, strict=True)
             if outcome.result is not None and not outcome.result.duplicate
@@ -217,11 +222,11 @@ class ReplicaAppender:
 
     def _append(
         self, key: TopicPartition, records: Records | None, origin: AppendOrigin, verify: Verify,
-        required_acks: int,
+        required_acks: int, condition: AppendCondition | None = None,
     ) -> PartitionAppend:
         try:
-            return PartitionAppend(
-                result=self._append_or_raise(key, records, origin, verify, required_acks))
+            return PartitionAppend(result=self._append_or_raise(
+                key, records, origin, verify, required_acks, condition))
         except KafkaError as error:
             return PartitionAppend(error=error)
         except Exception:
@@ -230,7 +235,7 @@ class ReplicaAppender:
 
     def _append_or_raise(
         self, key: TopicPartition, records: Records | None, origin: AppendOrigin, verify: Verify,
-        required_acks: int,
+        required_acks: int, condition: AppendCondition | None,
     ) -> AppendResult:
         if origin is AppendOrigin.CLIENT and is_internal(key[0]):
             raise InvalidTopicExceptionError(f"Cannot append to internal topic {key[0]}")
@@ -246,7 +251,7 @@ class ReplicaAppender:
         partition.check_leader()  # before the transaction check asks the coordinator
         return partition.append_as_leader(
             records, origin=origin, transaction_verified=transaction_verified,
-            required_acks=required_acks)
+            required_acks=required_acks, condition=condition)
 
     def _hosted(self, key: TopicPartition) -> Partition:
         partition = self._partition(*key)

@@ -54,7 +54,7 @@ from protocol.errors import (
 )
 from replication.events import EVENTS
 from replication.isr import FollowerReplica, IsrChange, IsrState
-from storage.log import AppendResult, Log
+from storage.log import AppendCondition, AppendResult, Log
 from storage.producer_state import AppendOrigin, EndMarker
 from storage.segment import FetchSlice
 from storage.transaction_index import AbortedTxn
@@ -192,10 +192,12 @@ class Partition:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         transaction_verified: bool = False,
         required_acks: int = 1,
+        condition: AppendCondition | None = None,
     ) -> AppendResult:
         """Append client (or coordinator) batches, then move the high watermark. As Kafka's
         ``appendRecordsToLeader``: NOT_LEADER_OR_FOLLOWER on a follower; NOT_ENOUGH_REPLICAS
-        for acks=-1 when the ISR is smaller than ``min.insync.replicas``."""
+        for acks=-1 when the ISR is smaller than ``min.insync.replicas``. ``condition``: a
+        conditional append, decided by this leader's log (OFFSET_CONFLICT, nothing written)."""
         self.check_leader()
         if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
             raise NotEnoughReplicasError(
@@ -203,7 +205,7 @@ class Partition:
                 f"min.insync.replicas ({self.log.config.min_insync_replicas})")
         result = self.log.append_as_leader(
             records, leader_epoch=self.leader_epoch, origin=origin,
-            transaction_verified=transaction_verified,
+            transaction_verified=transaction_verified, condition=condition,
         )
         EVENTS.leader_append(self.topic, self.partition, self.leader_epoch, result.first_offset)
         self.maybe_advance_high_watermark()

@@ -8,6 +8,9 @@ new batch when that one is full; ``ready()`` says which brokers have a batch wor
 ``max.request.size`` bytes, rotating the partition it starts from so none starves.
 ``ready()`` also reports each topic's queue lengths to ``load_listener`` (the partitioner's
 adaptive weights).
+A conditional record (``append_conditional``: SamsaConditionalProduce) is a batch of its own,
+full at once, carrying its ``Condition``: the partition's open batch is closed first, so the
+record is never merged with others and keeps its place in the partition's order.
 Batches that failed with a retriable error come back with ``reenqueue()`` (to the front,
 in sequence order, after ``retry.backoff.ms`` growing exponentially); ``expire()`` removes
 batches past ``delivery.timeout.ms``.
@@ -32,7 +35,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from samsa._encoding import BatchBuilder
 from samsa.types import TopicPartition
@@ -42,6 +45,7 @@ __all__ = [
     "BATCH_FULL",
     "NEW_BATCH",
     "NO_MEMORY",
+    "Condition",
     "ProducerBatch",
     "RecordAccumulator",
     "now_ms",
@@ -58,6 +62,15 @@ def now_ms() -> float:
     return time.monotonic() * 1000
 
 
+class Condition(NamedTuple):
+    """What a conditional record's append needs (SamsaConditionalProduce, -1: none):
+    the partition's log end offset, and the offset of the last record with ``key``."""
+
+    expected_end_offset: int = -1
+    key: bytes | None = None
+    expected_key_offset: int = -1
+
+
 class ProducerBatch:
     """One batch of one partition: its builder while open, its bytes once drained, and per
     record, in offset order, what its delivery needs (``records``: whatever the producer
@@ -67,6 +80,7 @@ class ProducerBatch:
         "attempts",
         "base_sequence",
         "builder",
+        "condition",
         "created_ms",
         "done",
         "full",
@@ -98,6 +112,7 @@ class ProducerBatch:
         self.base_sequence = -1
         self.sequence_reset = False  # its sequence was rewritten after an epoch bump
         self.split_into: list[ProducerBatch] = []  # the batches that took its records
+        self.condition: Condition | None = None  # a conditional record's batch (alone in it)
 
     @property
     def record_count(self) -> int:
@@ -194,6 +209,22 @@ class RecordAccumulator:
             return APPENDED | NEW_BATCH | BATCH_FULL
         self._open[tp] = batch
         return APPENDED | NEW_BATCH
+
+    def append_conditional(self, tp: TopicPartition, timestamp: int, key: Any, value: Any,
+                           headers: bytes | None, record: Any, condition: Condition) -> int:
+        """Put one conditional record in a batch of its own (see the module docstring)."""
+        with self.lock:
+            open_batch = self._open.pop(tp, None)
+            if open_batch is not None:
+                open_batch.full = True
+            flags = self._append_new_batch(tp, timestamp, key, value, headers, record)
+            if flags & APPENDED:
+                batch = self._queues[tp][-1]
+                batch.condition = condition
+                batch.full = True
+                self._open.pop(tp, None)
+                flags |= BATCH_FULL
+            return flags
 
     def batches_complete(self, tp: TopicPartition) -> bool:
         """Whether ``tp``'s last batch takes no more records (full or drained), or it has none

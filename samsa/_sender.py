@@ -5,7 +5,9 @@ epoch bump and fetches a producer id (idempotence), expires batches past
 ``delivery.timeout.ms``, asks the accumulator which brokers have batches worth sending,
 opens connections that are missing, and sends each ready broker one ProduceRequest carrying
 the first batch of each of its partitions (up to ``max.request.size``), with at most
-``max.in.flight.requests.per.connection`` requests outstanding per broker. Responses are
+``max.in.flight.requests.per.connection`` requests outstanding per broker. Conditional
+records (``samsa._accumulator.Condition``, each alone in its batch) go beside it in a
+SamsaConditionalProduceRequest; OFFSET_CONFLICT fails such a record at once. Responses are
 handled as they arrive: success completes a batch's records; a retriable error re-queues it
 (refreshing metadata for leadership errors and lost connections) until ``retries`` or
 ``delivery.timeout.ms`` runs out; anything else fails its records. A NOT_LEADER_OR_FOLLOWER
@@ -24,12 +26,15 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from protocol.compression import CompressionType
 from protocol.errors import (
+    ErrorCode,
     KafkaError,
     MessageTooLargeError,
+    OffsetConflictError,
     UnknownServerError,
     error_for_code,
 )
@@ -41,6 +46,12 @@ from protocol.messages.produce_request import (
     TopicProduceData,
 )
 from protocol.messages.produce_response import ProduceResponse
+from protocol.messages.samsa_conditional_produce_request import (
+    ConditionalProducePartitionData,
+    ConditionalProduceTopicData,
+    SamsaConditionalProduceRequest,
+)
+from protocol.messages.samsa_conditional_produce_response import SamsaConditionalProduceResponse
 from protocol.records import decode_batch
 from samsa._accumulator import ProducerBatch, RecordAccumulator, now_ms
 from samsa._cluster import METADATA_ERRORS, Cluster, backoff_delays
@@ -63,6 +74,9 @@ _DUPLICATE_SEQUENCE_NUMBER = 46
 _NOT_LEADER_OR_FOLLOWER = 6
 _UNWRITABLE_POLL_MS = 5
 _SEQUENCE_ERRORS = frozenset({45, 59})  # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID
+
+
+ResponseHandler = Callable[[list[ProducerBatch], Any, float], None]
 
 
 class Delivery(Protocol):
@@ -323,20 +337,27 @@ class Sender:
 
     def _send(self, node: int, connection: BrokerConnection, batches: list[ProducerBatch],
               now: float) -> None:
-        topics: dict[str, list[PartitionProduceData]] = {}
+        """One ProduceRequest for the plain batches and, beside it, one
+        SamsaConditionalProduceRequest for the conditional ones (each alone in its batch)."""
         for batch in batches:
             if batch.payload is None:
                 batch.payload = batch.builder.close(
                     compression=self._compression, level=self._compression_level,
                     producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
                     base_sequence=batch.base_sequence)
-            tp = batch.topic_partition
-            topics.setdefault(tp.topic, []).append(
-                PartitionProduceData(index=tp.partition, records=batch.payload))
-        request = ProduceRequest(
-            transactional_id=None, acks=self._acks, timeout_ms=self._request_timeout_ms,
-            topic_data=[TopicProduceData(name=name, partition_data=partitions)
-                        for name, partitions in topics.items()])
+        plain = [batch for batch in batches if batch.condition is None]
+        conditional = [batch for batch in batches if batch.condition is not None]
+        if plain:
+            self._dispatch(node, connection, plain, _produce_request(plain, self._acks,
+                           self._request_timeout_ms), self._handle_response, now)
+        if conditional:
+            self._dispatch(node, connection, conditional, _conditional_request(
+                conditional, self._acks, self._request_timeout_ms),
+                self._handle_conditional_response, now)
+
+    def _dispatch(self, node: int, connection: BrokerConnection, batches: list[ProducerBatch],
+                  request: ProduceRequest | SamsaConditionalProduceRequest,
+                  handle: ResponseHandler, now: float) -> None:
         try:
             future = connection.send(request, expect_response=self._acks != 0)
         except Exception as exc:
@@ -345,12 +366,12 @@ class Sender:
         self._in_flight[node] = self._in_flight.get(node, 0) + 1
         if self._guarantee_order:
             self._muted.update(batch.topic_partition for batch in batches)
-        future.add_done_callback(functools.partial(self._on_response, node, batches, now))
+        future.add_done_callback(functools.partial(self._on_response, node, batches, handle))
 
     # --- responses -----------------------------------------------------------------------------
 
-    def _on_response(self, node: int, batches: list[ProducerBatch], sent_ms: float,
-                     future: asyncio.Future[ProduceResponse | None]) -> None:
+    def _on_response(self, node: int, batches: list[ProducerBatch], handle: ResponseHandler,
+                     future: asyncio.Future[Any]) -> None:
         self._in_flight[node] -= 1
         if self._guarantee_order:
             self._muted.difference_update(batch.topic_partition for batch in batches)
@@ -360,7 +381,7 @@ class Sender:
         if error is not None:
             self._handle_error(batches, error, now)
         else:
-            self._handle_response(batches, future.result(), now)
+            handle(batches, future.result(), now)
         self.wakeup()
 
     def _handle_error(self, batches: list[ProducerBatch], error: BaseException,
@@ -389,6 +410,26 @@ class Sender:
             else:
                 self._retry_or_fail(batch, _produce_error(answer, batch), now,
                                     leader_moved=batch.topic_partition in moved)
+
+    def _handle_conditional_response(self, batches: list[ProducerBatch],
+                                     response: SamsaConditionalProduceResponse, now: float) -> None:
+        """As ``_handle_response``; OFFSET_CONFLICT fails the record with
+        ``OffsetConflictError`` (not retried: the caller re-reads and decides)."""
+        answers = {(topic.name, partition.index): partition
+                   for topic in response.responses for partition in topic.partition_responses}
+        for batch in batches:
+            answer = answers.get(batch.topic_partition)
+            if answer is None:
+                self._retry_or_fail(batch, UnknownServerError(
+                    f"the broker did not answer for {_name(batch)}"), now)
+            elif answer.error_code in (0, _DUPLICATE_SEQUENCE_NUMBER):
+                self._complete(batch, answer.base_offset, answer.log_append_time_ms)
+            elif answer.error_code == ErrorCode.OFFSET_CONFLICT:
+                self._fail(batch, OffsetConflictError(  # the broker's message names the partition
+                    answer.error_message or f"{_name(batch)}: OFFSET_CONFLICT",
+                    current_offset=answer.current_offset))
+            else:
+                self._retry_or_fail(batch, _produce_error(answer, batch), now)
 
     def _apply_leader_hints(self, response: ProduceResponse) -> set[TopicPartition]:
         """KIP-951 (Produce v10+): the leaders named by NOT_LEADER_OR_FOLLOWER answers; the
@@ -478,11 +519,39 @@ class Sender:
                     waiter.set_result(None)
 
 
+def _produce_request(batches: list[ProducerBatch], acks: int, timeout_ms: int) -> ProduceRequest:
+    topics: dict[str, list[PartitionProduceData]] = {}
+    for batch in batches:
+        tp = batch.topic_partition
+        topics.setdefault(tp.topic, []).append(
+            PartitionProduceData(index=tp.partition, records=batch.payload))
+    return ProduceRequest(
+        transactional_id=None, acks=acks, timeout_ms=timeout_ms,
+        topic_data=[TopicProduceData(name=name, partition_data=partitions)
+                    for name, partitions in topics.items()])
+
+
+def _conditional_request(batches: list[ProducerBatch], acks: int,
+                         timeout_ms: int) -> SamsaConditionalProduceRequest:
+    topics: dict[str, list[ConditionalProducePartitionData]] = {}
+    for batch in batches:
+        tp, condition = batch.topic_partition, batch.condition
+        assert condition is not None
+        topics.setdefault(tp.topic, []).append(ConditionalProducePartitionData(
+            index=tp.partition, records=batch.payload,
+            expected_end_offset=condition.expected_end_offset, condition_key=condition.key,
+            expected_key_offset=condition.expected_key_offset))
+    return SamsaConditionalProduceRequest(
+        transactional_id=None, acks=acks, timeout_ms=timeout_ms,
+        topic_data=[ConditionalProduceTopicData(name=name, partition_data=partitions)
+                    for name, partitions in topics.items()])
+
+
 def _produce_error(answer: Any, batch: ProducerBatch) -> KafkaError:
     error_type = error_for_code(answer.error_code)
     details = [answer.error_message] if answer.error_message else []
     details += [f"record {entry.batch_index}: {entry.batch_index_error_message}"
-                for entry in answer.record_errors if entry.batch_index_error_message]
+                for entry in getattr(answer, "record_errors", ()) if entry.batch_index_error_message]
     text = f"{_name(batch)}: {error_type.name}"
     if details:
         text += f" ({'; '.join(details)})"

@@ -5,6 +5,8 @@ Two families:
 - ``KafkaError`` and its one-subclass-per-code family (re-exported from
   ``protocol.errors``): the broker answered with that error code. ``retriable``
   says whether trying again may succeed.
+  ``OffsetConflictError`` (Samsa's own code, OFFSET_CONFLICT) fails a conditional append
+  whose condition did not hold; ``current_offset`` is the actual offset.
 - ``ClientError``: something went wrong on this side of the wire: a bad
   configuration, a broker that cannot be reached, a timeout, a closed client.
   ``ClientError`` subclasses ``KafkaError`` too, so ``except KafkaError`` catches
@@ -14,7 +16,7 @@ Two families:
 from __future__ import annotations
 
 import protocol.errors as _protocol_errors
-from protocol.errors import ERRORS, ErrorCode, KafkaError, error_for_code
+from protocol.errors import ERRORS, ErrorCode, KafkaError, OffsetConflictError, error_for_code
 
 __all__ = [
     "ERRORS",
@@ -28,6 +30,7 @@ __all__ = [
     "KafkaTimeoutError",
     "NoBrokersAvailableError",
     "NoOffsetForPartitionError",
+    "OffsetConflictError",
     "error_for_code",
     "raise_for_code",
 ]

@@ -47,6 +47,7 @@ from samsa._accumulator import (
     BATCH_FULL,
     NEW_BATCH,
     NO_MEMORY,
+    Condition,
     RecordAccumulator,
 )
 from samsa._cluster import Cluster
@@ -109,6 +110,7 @@ class _Core:
             config["batch.size"], adaptive=config["partitioner.adaptive.partitioning.enable"])
         if self.partitioner.adaptive:
             self.accumulator.load_listener = self._update_loads
+        self.acks: str = config["acks"]
         self.max_block_ms: int = config["max.block.ms"]
         self.max_request_size: int = config["max.request.size"]
         self.buffer_memory: int = config["buffer.memory"]
@@ -149,6 +151,29 @@ class _Core:
             return partition_for_key(key, count)
         return -1
 
+    def conditional(self, info: TopicPartitions, topic: str, key: Any, partition: int | None,
+                    expected_offset: int | None, expected_key_offset: int | None,
+                    ) -> tuple[int, Condition]:
+        """The partition and ``Condition`` of a conditional record (see ``Producer.send``);
+        ValueError for a mistake by the caller."""
+        if self.acks == "0":
+            raise ValueError("a conditional record needs acks 1 or all, not 0: a conflict "
+                             "must be answered")
+        if expected_offset is not None and expected_offset < 0:
+            raise ValueError(f"expected_offset must be >= 0, not {expected_offset}")
+        if expected_key_offset is not None and (key is None or expected_key_offset < -1):
+            raise ValueError("expected_key_offset needs a key and an offset >= -1 "
+                             "(-1: no record has the key yet)")
+        if partition is None:
+            if key is None:
+                raise ValueError("a conditional record needs a partition or a key")
+            partition = partition_for_key(key, len(info.partitions))
+        chosen = self.route(info, topic, key, partition)
+        return chosen, Condition(
+            -1 if expected_offset is None else expected_offset,
+            None if expected_key_offset is None else bytes(key),
+            -1 if expected_key_offset is None else expected_key_offset)
+
     def too_large(self, key: Any, value: Any, headers: bytes | None) -> Exception | None:
         size = record_size_upper_bound(-1 if key is None else len(key),
                                        -1 if value is None else len(value),
@@ -164,8 +189,13 @@ class _Core:
         return None
 
     def append(self, info: TopicPartitions, topic: str, partition: int, timestamp: int,
-               key: Any, value: Any, headers: bytes | None, record: Any) -> tuple[int, int]:
+               key: Any, value: Any, headers: bytes | None, record: Any,
+               condition: Condition | None = None) -> tuple[int, int]:
         """Append to ``partition`` (-1: the sticky one); (flags, partition used)."""
+        if condition is not None:
+            return self.accumulator.append_conditional(
+                info.partitions[partition], timestamp, key, value, headers, record,
+                condition), partition
         if partition >= 0:
             return self.accumulator.append(info.partitions[partition], timestamp, key, value,
                                            headers, record), partition
@@ -240,9 +270,20 @@ class Producer:
     def send(self, topic: str, value: Any = None, key: Any = None, *,
              partition: int | None = None, timestamp_ms: int | None = None,
              headers: Headers | None = None, on_delivery: DeliveryCallback | None = None,
+             expected_offset: int | None = None, expected_key_offset: int | None = None,
              ) -> concurrent.futures.Future[RecordMetadata]:
         """Queue a record; its future resolves to its ``RecordMetadata`` once the broker has
-        it (per ``acks``). Blocks only to wait for the topic's metadata or buffer memory."""
+        it (per ``acks``). Blocks only to wait for the topic's metadata or buffer memory.
+
+        A conditional append (SamsaConditionalProduce, optimistic concurrency): with
+        ``expected_offset`` the record is appended only if the partition's log end offset is
+        that (so it lands at that offset); with ``expected_key_offset`` only if the last record
+        with ``key`` in the partition is at that offset (-1: no record has the key yet). The
+        partition is ``partition``, else the key's. The broker decides atomically with the
+        append; when a condition does not hold nothing is written and the future fails with
+        ``OffsetConflictError``, whose ``current_offset`` is the actual offset. The record
+        goes alone in its batch; it needs acks 1 or all (all, the default, survives a
+        failover), and with idempotence (the default) a retry never appends it twice."""
         # The hot path of the producer: the common cases are inlined (see _Core for the rest).
         core = self._core
         if self._closed or self._sender.fatal_error is not None:
@@ -257,6 +298,10 @@ class Producer:
         info = self._topics.get(topic)
         if info is None:
             info = self._thread.run(core.wait_for_topic(topic))
+        condition = None
+        if expected_offset is not None or expected_key_offset is not None:
+            partition, condition = core.conditional(info, topic, key, partition,
+                                                    expected_offset, expected_key_offset)
         header_bytes = encode_headers(headers) if headers else None
         key_size = -1 if key is None else len(key)
         value_size = -1 if value is None else len(value)
@@ -294,6 +339,10 @@ class Producer:
                             topic, sticky, size, core.accumulator.batches_complete(tp),
                             info.available, len(info.partitions))
             chosen = -1
+        elif condition is not None:
+            chosen = core.route(info, topic, key, partition)
+            flags, _ = core.append(info, topic, chosen, timestamp, key, value, header_bytes,
+                                   future, condition)
         else:
             chosen = core.route(info, topic, key, partition)
             flags = self._append(info.partitions[chosen], timestamp, key, value, header_bytes,
@@ -301,7 +350,7 @@ class Producer:
         while flags & NO_MEMORY:
             self._wait_for_memory(core, key_size + value_size)
             flags, _ = core.append(info, topic, chosen, timestamp, key, value, header_bytes,
-                                   future)
+                                   future, condition)
         if flags & _WAKE:
             self._wakeup()
         return future
@@ -372,9 +421,11 @@ class AsyncProducer:
     async def send(self, topic: str, value: Any = None, key: Any = None, *,
                    partition: int | None = None, timestamp_ms: int | None = None,
                    headers: Headers | None = None, on_delivery: DeliveryCallback | None = None,
+                   expected_offset: int | None = None, expected_key_offset: int | None = None,
                    ) -> asyncio.Future[RecordMetadata]:
         """Queue a record (waiting for metadata or buffer memory if needed); the returned
-        future resolves to its ``RecordMetadata`` once the broker has it."""
+        future resolves to its ``RecordMetadata`` once the broker has it. Conditional
+        appends (``expected_offset``, ``expected_key_offset``): as ``Producer.send``."""
         core = self._core
         if self._closed or core is None or core.sender.fatal_error is not None:
             core = _check_open(core, self._closed)
@@ -388,6 +439,10 @@ class AsyncProducer:
         info = core.metadata.topics.get(topic)
         if info is None:
             info = await core.wait_for_topic(topic)
+        condition = None
+        if expected_offset is not None or expected_key_offset is not None:
+            partition, condition = core.conditional(info, topic, key, partition,
+                                                    expected_offset, expected_key_offset)
         header_bytes = encode_headers(headers) if headers else None
         future: asyncio.Future[RecordMetadata] = core.loop.create_future()
         key_size = -1 if key is None else len(key)
@@ -403,11 +458,11 @@ class AsyncProducer:
         record = (future, timestamp, key_size, value_size, on_delivery)
         chosen = core.route(info, topic, key, partition)
         flags, chosen = core.append(info, topic, chosen, timestamp, key, value, header_bytes,
-                                    record)
+                                    record, condition)
         while flags & NO_MEMORY:
             await self._wait_for_memory(core)
             flags, chosen = core.append(info, topic, chosen, timestamp, key, value,
-                                        header_bytes, record)
+                                        header_bytes, record, condition)
         if flags & _WAKE:
             core.sender.wakeup()
             if flags & BATCH_FULL:

@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from protocol.errors import KafkaStorageError, OffsetOutOfRangeError
+from protocol.errors import KafkaStorageError, OffsetConflictError, OffsetOutOfRangeError
 from protocol.records import BatchHeader, TimestampType, read_batch_header
 from storage.clock import Clock
 from storage.config import LogConfig
@@ -62,6 +62,7 @@ from storage.fsync import fsync_directory
 from storage.leader_epoch import LeaderEpochFileCache, load_leader_epoch_cache
 from storage.limits import is_resource_limit, resource_limit_message
 from storage.log_append import (
+    AppendCondition,
     AppendResult,
     assign_offsets,
     assign_offsets_log_append_time,
@@ -72,6 +73,7 @@ from storage.log_append import (
     validation_rules,
 )
 from storage.log_dirs import DirectoryHealth, parse_topic_partition
+from storage.log_keys import last_offset_of_key
 from storage.log_loader import LogLoader, load_rolling_timestamp
 from storage.log_producers import LogProducers, replicated_markers
 from storage.log_segments import LogLayout, LogSegments, PendingDelete, describe_layout
@@ -101,6 +103,7 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "AppendCondition",
     "AppendResult",
     "DirectoryHealth",
     "Log",
@@ -313,13 +316,18 @@ class Log:
         leader_epoch: int = 0,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         transaction_verified: bool = False,
+        condition: AppendCondition | None = None,
     ) -> AppendResult:
         """Validate client batches, assign offsets from the LEO, stamp the leader epoch, append.
 
         ``origin`` COORDINATOR: the group coordinator's batches (validated as a replica's,
         producer epoch checked but no sequence). ``transaction_verified``: the transaction
         coordinator has this partition in the producer's transaction (see
-        ``storage.producer_state``).
+        ``storage.producer_state``). ``condition`` (a conditional append): checked after
+        validation and the producer check — so a retried idempotent batch is still answered
+        with its original offsets — and before offsets are handed out, in the same call on the
+        owner's thread, so nothing can append in between; OFFSET_CONFLICT when it does not
+        hold, and nothing is written.
 
         Zero-copy: each batch is written as a new 16-byte prefix (base offset, batch length,
         leader epoch; none of them under the CRC) followed by the client's bytes after it.
@@ -337,6 +345,8 @@ class Log:
             )
             if producers.duplicate is not None:
                 return duplicate_result(producers.duplicate, log_append_time, self.log_start_offset)
+        if condition is not None:
+            self.check_condition(condition)
         if log_append_time >= 0:
             buffer, base_offsets = assign_offsets_log_append_time(
                 records, validated, leader_epoch, self.log_end_offset, now_ms
@@ -346,6 +356,37 @@ class Log:
             )
         parts, base_offsets = assign_offsets(records, validated, leader_epoch, self.log_end_offset)
         return self._append(parts, len(records), validated, base_offsets, -1, producers, leader_epoch)
+
+    def check_condition(self, condition: AppendCondition) -> None:
+        """OFFSET_CONFLICT, with the actual offset, unless ``condition`` holds now."""
+        if condition.expected_end_offset >= 0 and condition.expected_end_offset != self.log_end_offset:
+            raise OffsetConflictError(
+                f"{self.directory.name}: expected end offset {condition.expected_end_offset}, "
+                f"the log end offset is {self.log_end_offset}",
+                current_offset=self.log_end_offset)
+        if condition.key is None:
+            return
+        actual = self.last_offset_of_key(condition.key)
+        if actual == condition.expected_key_offset:
+            return
+        expected = condition.expected_key_offset
+        wanted = ("no record with the key" if expected < 0
+                  else f"the last record with the key at offset {expected}")
+        found = "no record has it" if actual < 0 else f"the last one is at offset {actual}"
+        raise OffsetConflictError(f"{self.directory.name}: expected {wanted}, {found}",
+                                  current_offset=actual)
+
+    def last_offset_of_key(self, key: bytes) -> int:
+        """The offset of the last record with ``key`` at or above the log start offset, -1
+        when none has it; control records and aborted transactions are skipped. The naive
+        version: a scan of the log from its end (``storage.log_keys``), to be replaced by the
+        per-segment key index."""
+        self.health.check()
+        with self._lock:  # retention and the cleaner change the list from worker threads
+            segments = list(self._segment_list.segments)
+        aborted = self.aborted_transactions(self.log_start_offset, self.log_end_offset)
+        return self._guard(lambda: last_offset_of_key(
+            segments, key, log_start_offset=self.log_start_offset, aborted=aborted))
 
     def _check_producers(
         self,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from protocol.errors import InvalidRecordError
@@ -48,6 +49,21 @@ class AppendResult(NamedTuple):
     flush_due: bool
     # A retried idempotent batch: the offsets are the original append's; nothing was written.
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AppendCondition:
+    """What must hold for a conditional append (SamsaConditionalProduce), checked by the
+    leader's ``Log.append_as_leader`` just before it hands out offsets.
+
+    ``expected_end_offset``: the log end offset must be this (-1: no such condition).
+    ``key``: when not None, the last record with this key must be at ``expected_key_offset``
+    (-1: no record may have the key). Both may be given: the end offset is checked first.
+    """
+
+    expected_end_offset: int = -1
+    key: bytes | None = None
+    expected_key_offset: int = -1
 
 
 def validation_rules(config: LogConfig, *, from_client: bool) -> ValidationRules:

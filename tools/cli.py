@@ -1,7 +1,8 @@
 """The ``samsa`` command: one CLI with subcommand groups (``samsa log dump``, ``samsa perf ...``).
 
 Each group lives in its own module exposing ``register(subparsers)``; handlers return an exit
-code: 0 ok, 1 error (what failed and why, in one line), 2 usage (argparse's own).
+code: 0 ok, 1 error (what failed and why, in one line), 2 usage (argparse's own), 3 an offset
+conflict (`samsa produce --expect-offset`: a conditional append's condition did not hold).
 """
 
 from __future__ import annotations

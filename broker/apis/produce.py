@@ -54,6 +54,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, TypeVar
 
 from broker.apis import (
     CLOSE_CONNECTION,
@@ -86,6 +88,7 @@ from protocol.messages.produce_response import (
 from protocol.records import BATCH_HEADER_SIZE, read_batch_header
 from replication.append import PartitionAppend, Records, TopicPartition
 from replication.partition import Partition
+from storage.log import AppendCondition
 from storage.producer_state import AppendOrigin
 
 logger = logging.getLogger("samsa.broker.apis.produce")
@@ -109,22 +112,85 @@ _TRANSACTIONAL = 0x10
 def handle(context: RequestContext, request: ProduceRequest) -> HandlerResult:
     if request.acks not in (-1, 0, 1):
         return error_response(request, InvalidRequiredAcksError())
-    denied: set[str] = set()
-    if context.broker.authorizer is not None:
-        if request.transactional_id is not None and not authorize(
-            context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
-        ):
-            return _unauthorized(request, TransactionalIdAuthorizationFailedError())
-        names = [topic.name for topic in request.topic_data]
-        denied = set(names) - filter_authorized(context, AclOperation.WRITE, ResourceType.TOPIC, names)
-    appended = _append_all(context, request, denied)
+    try:
+        denied = denied_topics(context, request)
+    except TransactionalIdAuthorizationFailedError as error:
+        return _unauthorized(request, error)
+
+    def build(appended: Appended, errors: dict[TopicPartition, KafkaError | None]) -> ProduceResponse:
+        return _build(context, request, denied, appended, errors)
+
+    answer = append_and_answer(context, request, denied, build, produce_version=context.api_version)
+    if request.acks == 0:
+        assert isinstance(answer, ProduceResponse)  # acks=0 never waits
+        return _acks_zero(answer)
+    return answer
+
+
+class PartitionData(Protocol):
+    """What the produce flow reads of a partition's entry (Produce, SamsaConditionalProduce)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def records(self) -> Records | None: ...
+
+
+class TopicData(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def partition_data(self) -> Sequence[PartitionData]: ...
+
+
+class ProduceShaped(Protocol):
+    """A request shaped like Produce: the produce flow serves any of them."""
+
+    @property
+    def transactional_id(self) -> str | None: ...
+    @property
+    def acks(self) -> int: ...
+    @property
+    def timeout_ms(self) -> int: ...
+    @property
+    def topic_data(self) -> Sequence[TopicData]: ...
+
+
+Appended = list[tuple[TopicPartition, PartitionAppend]]
+Response = TypeVar("Response")
+
+
+def denied_topics(context: RequestContext, request: ProduceShaped) -> set[str]:
+    """The topics the principal may not write (with an authorizer; see the docstring); raises
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional id it may not write."""
+    if context.broker.authorizer is None:
+        return set()
+    if request.transactional_id is not None and not authorize(
+        context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        raise TransactionalIdAuthorizationFailedError()
+    names = [topic.name for topic in request.topic_data]
+    return set(names) - filter_authorized(context, AclOperation.WRITE, ResourceType.TOPIC, names)
+
+
+def append_and_answer(
+    context: RequestContext, request: ProduceShaped, denied: set[str],
+    build: Callable[[Appended, dict[TopicPartition, KafkaError | None]], Response], *,
+    produce_version: int, conditions: Sequence[AppendCondition | None] | None = None,
+) -> Response | Awaitable[Response]:
+    """The produce flow (acks already checked): append the authorized partitions (with their
+    ``conditions``, one per appended partition in request order, if given), then ``build`` the
+    answer with each partition's outcome and the error of a failed flush or replication — at
+    once, or awaited when a flush or (acks=-1) replication is due. ``produce_version``: the
+    Produce version whose transaction errors to answer."""
+    appended = _append_all(context, request, denied, produce_version, conditions)
     flushes = _flushes(context, appended)
     replicated = None
     if request.acks == -1:
         replicated = _delay_until_replicated(context, request, appended)
     if replicated is None and not (flushes and request.acks != 0):
-        return _response(context, request, denied, appended, {})
-    return _answer_when_durable(context, request, denied, appended, flushes, replicated)
+        return build(appended, {})
+    return _answer_when_durable(appended, flushes, replicated, build)
 
 
 def _flushes(
@@ -147,11 +213,10 @@ def _flushes(
 
 
 async def _answer_when_durable(
-    context: RequestContext, request: ProduceRequest, denied: set[str],
-    appended: list[tuple[TopicPartition, PartitionAppend]],
-    flushes: dict[TopicPartition, asyncio.Future[None]],
+    appended: Appended, flushes: dict[TopicPartition, asyncio.Future[None]],
     replicated: asyncio.Future[dict[TopicPartition, KafkaError | None]] | None,
-) -> ProduceResponse:
+    build: Callable[[Appended, dict[TopicPartition, KafkaError | None]], Response],
+) -> Response:
     """The answer once every flush and (acks=-1) the replication it waits for are done; a
     failed flush answers KAFKA_STORAGE_ERROR for its partition."""
     errors: dict[TopicPartition, KafkaError | None] = {}
@@ -164,11 +229,11 @@ async def _answer_when_durable(
         for key, replication_error in (await replicated).items():
             if replication_error is not None:
                 errors.setdefault(key, replication_error)
-    return _build(context, request, denied, appended, errors)
+    return build(appended, errors)
 
 
 def _delay_until_replicated(
-    context: RequestContext, request: ProduceRequest,
+    context: RequestContext, request: ProduceShaped,
     appended: list[tuple[TopicPartition, PartitionAppend]],
 ) -> asyncio.Future[dict[TopicPartition, KafkaError | None]] | None:
     """acks=-1 with partitions whose high watermark is short of the append: a DelayedProduce
@@ -190,17 +255,11 @@ def _delay_until_replicated(
     return answer
 
 
-def _response(
-    context: RequestContext, request: ProduceRequest, denied: set[str],
-    appended: list[tuple[TopicPartition, PartitionAppend]],
-    replicated: dict[TopicPartition, KafkaError | None],
-) -> HandlerResult:
-    response = _build(context, request, denied, appended, replicated)
-    if request.acks == 0:
-        failed = any(answer.error_code != 0 for topic in response.responses
-                     for answer in topic.partition_responses)
-        return CLOSE_CONNECTION if failed else NO_RESPONSE
-    return response
+def _acks_zero(response: ProduceResponse) -> HandlerResult:
+    """acks=0: no answer, or a closed connection when a partition failed."""
+    failed = any(answer.error_code != 0 for topic in response.responses
+                 for answer in topic.partition_responses)
+    return CLOSE_CONNECTION if failed else NO_RESPONSE
 
 
 def _build(
@@ -251,17 +310,20 @@ def _unauthorized(request: ProduceRequest, error: KafkaError) -> HandlerResult:
 
 
 def _append_all(
-    context: RequestContext, request: ProduceRequest, denied: set[str]
-) -> list[tuple[TopicPartition, PartitionAppend]]:
+    context: RequestContext, request: ProduceShaped, denied: set[str], produce_version: int,
+    conditions: Sequence[AppendCondition | None] | None,
+) -> Appended:
     """The authorized partitions, in request order, through the broker's one append entry
     point (``replication.append``); with their outcomes in the same order."""
     def verify(partition: Partition, records: Records) -> bool:
-        return _verify_transaction(context, request.transactional_id, partition, records)
+        return _verify_transaction(
+            context, request.transactional_id, partition, records, produce_version)
 
     entries = [((topic.name, data.index), data.records) for topic in request.topic_data
                if topic.name not in denied for data in topic.partition_data]
     outcomes = context.broker.appender.append_records(
-        entries, required_acks=request.acks, origin=AppendOrigin.CLIENT, verify=verify)
+        entries, required_acks=request.acks, origin=AppendOrigin.CLIENT, verify=verify,
+        conditions=conditions)
     return [(key, outcome) for (key, _), outcome in zip(entries, outcomes, strict=True)]
 
 
@@ -302,6 +364,7 @@ def _unverified(code: ErrorCode, message: str) -> KafkaError:
 
 def _verify_transaction(
     context: RequestContext, transactional_id: str | None, partition: Partition, records: Records,
+    produce_version: int,
 ) -> bool:
     """True when the coordinator vouches that this partition is in the transaction of the
     first batch's producer; raises the mapped error when it does not (see the docstring).
@@ -329,7 +392,7 @@ def _verify_transaction(
         transactional_id, header.producer_id, header.producer_epoch, [key])[key]
     if verified is ErrorCode.NONE:
         return True
-    raise _unverified(_produce_error(verified, context.api_version), (
+    raise _unverified(_produce_error(verified, produce_version), (
         f"partition {partition.topic}-{partition.partition} could not be verified in the "
         f"transaction of {transactional_id}: {verified.name}"))
 

@@ -1,6 +1,6 @@
 """``samsa produce`` through the installed ``samsa`` executable against a real broker, checked
 by consuming with confluent-kafka: lines from stdin, keys, headers, partitions, compression,
-and the one-line errors with exit code 1."""
+the one-line errors with exit code 1, and conditional appends (exit code 3 on a conflict)."""
 
 from __future__ import annotations
 
@@ -122,3 +122,49 @@ def test_usage_errors_exit_2(broker) -> None:  # type: ignore[no-untyped-def]
     result = produce(broker.bootstrap, "t", "--header", "novalue", stdin=b"")
     assert result.returncode == 2
     assert b"expected KEY=VALUE" in result.stderr
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def test_expect_offset_appends_from_n_and_a_conflict_names_the_actual_offset(broker) -> None:  # type: ignore[no-untyped-def]
+    create_topic(broker.bootstrap, "ledger", 1)
+    first = produce(broker.bootstrap, "ledger", "--expect-offset", "0", stdin=b"a\nb\n")
+    assert (first.returncode, first.stderr.decode().strip()) == (
+        0, "2 record(s) produced to ledger")
+    stale = produce(broker.bootstrap, "ledger", "--expect-offset", "1", stdin=b"lost\n")
+    assert stale.returncode == 3
+    assert stale.stderr.decode().strip().splitlines() == [
+        "0 record(s) produced to ledger",
+        "samsa: error: offset conflict: ledger-0: expected end offset 1, the log end offset is "
+        "2; the actual offset is 2"]
+    again = produce(broker.bootstrap, "ledger", "--expect-offset", "2", stdin=b"c\n")
+    assert again.returncode == 0
+    assert [m.value() for m in consume(broker.bootstrap, "ledger", 3)] == [b"a", b"b", b"c"]
+
+
+def test_expect_key_offset_chains_the_records_of_a_key(broker) -> None:  # type: ignore[no-untyped-def]
+    create_topic(broker.bootstrap, "carts", 1)
+    args = ("--key-separator", ":", "--expect-key-offset", "-1")
+    assert produce(broker.bootstrap, "carts", *args, stdin=b"c1:add\nc1:remove\nc2:add\n").returncode == 0
+    stale = produce(broker.bootstrap, "carts", *args, stdin=b"c1:add\n")
+    assert stale.returncode == 3
+    assert stale.stderr.decode().strip().splitlines()[-1] == (
+        "samsa: error: offset conflict: carts-0: expected no record with the key, the last one "
+        "is at offset 1; the actual offset is 1")
+    no_key = produce(broker.bootstrap, "carts", "--expect-key-offset", "-1", stdin=b"x\n")
+    assert no_key.returncode == 1
+    assert b"--expect-key-offset needs --key-separator" in no_key.stderr
+    assert [m.value() for m in consume(broker.bootstrap, "carts", 3)] == [b"add", b"remove", b"add"]
+
+
+def test_expect_offset_needs_a_partition_of_a_topic_with_several(broker) -> None:  # type: ignore[no-untyped-def]
+    create_topic(broker.bootstrap, "wide", 3)
+    result = produce(broker.bootstrap, "wide", "--expect-offset", "0", stdin=b"x\n")
+    assert result.returncode == 1
+    assert result.stderr.decode().strip().splitlines()[-1] == (
+        "samsa: error: --expect-offset needs --partition: topic 'wide' has 3 partitions")
+    assert produce(broker.bootstrap, "wide", "--expect-offset", "0", "--partition", "2",
+                   stdin=b"x\n").returncode == 0

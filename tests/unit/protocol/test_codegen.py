@@ -42,6 +42,8 @@ def test_samsas_own_schemas_are_read_once_beside_the_vendored_ones() -> None:
     messages = codegen.load_messages(codegen.DEFAULT_SCHEMAS)
     own = sorted(m.source for m in messages if m.source.startswith("protocol/schemas/"))
     assert own == [
+        "protocol/schemas/SamsaConditionalProduceRequest.json",
+        "protocol/schemas/SamsaConditionalProduceResponse.json",
         "protocol/schemas/SamsaDescribeLogSegmentsRequest.json",
         "protocol/schemas/SamsaDescribeLogSegmentsResponse.json",
         "protocol/schemas/transaction-coordinator/TransactionLogKey.json",

@@ -19,11 +19,21 @@ def class_name(code_name: str) -> str:
     return camel if camel.endswith("Error") else camel + "Error"
 
 
+SAMSA_CODES = {10000}  # OFFSET_CONFLICT: Samsa's own, far outside Kafka's range
+
+
 def test_the_table_runs_from_unknown_server_error_to_the_highest_code() -> None:
-    codes = sorted(code.value for code in ErrorCode)
+    codes = sorted(code.value for code in ErrorCode if code.value not in SAMSA_CODES)
     assert codes[0] == -1 and codes[1] == 0 and codes[-1] == 128
     assert set(range(-1, 129)) - set(codes) == {99}  # unassigned in Kafka too
-    assert set(ERRORS) == set(codes) - {0}
+    assert set(ERRORS) == set(codes) - {0} | SAMSA_CODES
+
+
+def test_offset_conflict_is_samsas_and_carries_the_current_offset() -> None:
+    error = error_for_code(10000)("expected 3", current_offset=7)  # type: ignore[call-arg]
+    assert isinstance(error, errors.OffsetConflictError)
+    assert (error.name, error.retriable, error.current_offset) == ("OFFSET_CONFLICT", False, 7)
+    assert error_for_code(10000)().current_offset == -1  # type: ignore[attr-defined]
 
 
 def test_every_nonzero_code_has_a_class_named_after_it() -> None:

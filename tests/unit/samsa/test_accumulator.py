@@ -12,6 +12,7 @@ from samsa._accumulator import (
     BATCH_FULL,
     NEW_BATCH,
     NO_MEMORY,
+    Condition,
     ProducerBatch,
     RecordAccumulator,
     now_ms,
@@ -60,6 +61,22 @@ def test_records_share_a_batch_until_batch_size() -> None:
     assert len(batches) == 1  # one batch per partition per request
     assert batches[0].record_count == per_batch
     assert batches[0].builder.size <= 1000
+
+
+def test_a_conditional_record_is_a_batch_of_its_own_in_partition_order() -> None:
+    acc = accumulator(linger_ms=10_000)
+    fill(acc, A0, 2)
+    flags = acc.append_conditional(A0, T, b"k", VALUE, None, "cond", Condition(2))
+    assert flags == APPENDED | NEW_BATCH | BATCH_FULL
+    assert acc.append_conditional(A0, T, b"k", VALUE, None, "cond2", Condition(3, b"k", -1)) \
+        == APPENDED | NEW_BATCH | BATCH_FULL
+    fill(acc, A0, 2)
+    now = now_ms()
+    batches = [acc.drain(1, [A0], 10**9, now)[0] for _ in range(4)]
+    assert [batch.records for batch in batches] == [
+        [(A0, 0), (A0, 1)], ["cond"], ["cond2"], [(A0, 0), (A0, 1)]]
+    assert [batch.condition for batch in batches] == [
+        None, Condition(2, None, -1), Condition(3, b"k", -1), None]
 
 
 def test_a_lingering_batch_is_ready_only_after_linger_ms() -> None:
