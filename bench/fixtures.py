@@ -122,7 +122,8 @@ def summary(done: rounds.Rounds[Measured]) -> dict[str, Any]:
 
     ratios = [{"system": system, "against": KAFKA_ONE,
                "ratio": rounds.spread_json(done.ratio(KAFKA_ONE, system, first))}
-              for system in (SAMSA_ONE, SAMSA_THREE) if done.ok(system) and done.ok(KAFKA_ONE)]
+              for system in (SAMSA_ONE, SAMSA_THREE)
+              if KAFKA_ONE in done.systems and done.ok(system) and done.ok(KAFKA_ONE)]
     return {"ready_s": {system: rounds.spread_json(done.spread(system, ready))
                         for system in done.systems if done.ok(system)},
             "first_produce_s": {system: rounds.spread_json(done.spread(system, first))

@@ -133,6 +133,12 @@ class Broker(_Helpers):
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> Broker:
         """Start the process and return once it listens (``BrokerStartError`` otherwise)."""
+        self.launch()
+        return self.wait_listening(timeout_s)
+
+    def launch(self) -> None:
+        """Start the process without waiting (``wait_listening`` waits): a cluster's nodes
+        start side by side."""
         if self.alive:
             raise RuntimeError(f"the broker on {self.bootstrap} is already running")
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -149,6 +155,10 @@ class Broker(_Helpers):
         self._lines = queue.Queue()
         threading.Thread(target=self._read_stdout, args=(self.process, self._lines),
                          name=f"samsa-testing-stdout-{self.process.pid}", daemon=True).start()
+
+    def wait_listening(self, timeout_s: float = START_TIMEOUT_S) -> Broker:
+        """Until the launched process prints that it listens (``BrokerStartError`` if it
+        exits first or ``timeout_s`` passes: it is then killed)."""
         try:
             line = self._lines.get(timeout=timeout_s)
         except queue.Empty:
@@ -320,9 +330,11 @@ class Cluster(_Helpers):
         """Start every node; return once all brokers are registered and unfenced with a
         controller elected."""
         try:
-            for node in self.nodes.values():
-                if not node.alive:
-                    node.start()
+            launched = [node for node in self.nodes.values() if not node.alive]
+            for node in launched:
+                node.launch()
+            for node in launched:
+                node.wait_listening()
             self.wait_until_ready(timeout_s=timeout_s)
         except BaseException:
             self.stop()
