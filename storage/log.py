@@ -522,6 +522,13 @@ class Log:
         upper = min(upper_bound, upper_bound_offset(segments, start_offset, log_end_offset))
         return self._guard(lambda: collect_aborted_transactions(segments, start_offset, upper))
 
+    def aborted_transactions_between(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, end_offset), over as many
+        segments as that spans (a key read crosses segments; a fetch never does)."""
+        with self._lock:
+            segments = list(self._segment_list.segments)
+        return self._guard(lambda: collect_aborted_transactions(segments, start_offset, end_offset))
+
     # -- reading ------------------------------------------------------------------------------
 
     def read(
@@ -602,6 +609,12 @@ class Log:
         self.health.check()
         segments = self._segments_from(max(start_offset, self.log_start_offset))
         self._guard(lambda: self.keys.prepare(segments))
+
+    def key_reads_prepared(self, start_offset: int = 0) -> bool:
+        """Whether a key read from ``start_offset`` finds every key index loaded (else
+        ``prepare_key_reads`` first, off the event loop)."""
+        segments = self._segments_from(max(start_offset, self.log_start_offset))
+        return self.keys.prepared(segments)
 
     def write_key_indexes(self) -> int:
         """Write the key index of segments rolled since the last call, if the log is read by

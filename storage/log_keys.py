@@ -15,9 +15,10 @@ Reads return candidate batches (a batch holds a record whose key has the same 64
 exact keys are compared by whoever decodes the records (the client for a key read);
 ``last_offset_of_key`` decodes its candidates and is exact.
 
-Invariants: ``lock`` guards the active map, the maps awaiting sealing and every segment's
-``key_index``; truncation takes it (``Log._truncate_segments``) so a build on a worker thread
-never installs an index of bytes the truncation removed. A ``KeyIndex`` on a segment always
+Invariants: ``lock`` guards the active map, the maps awaiting sealing, every segment's
+``key_index`` and the writing of ``.keyindex`` files; it is held briefly (scans run outside
+it). Truncation takes it (``Log._truncate_segments``) and bumps a generation, so a build on a
+worker thread never installs an index of bytes the truncation removed. A ``KeyIndex`` on a segment always
 describes ``covered_bytes == segment.size``; one that does not is ignored and rebuilt.
 Owner: the ``Log``; ``write_pending``/``prepare`` may run on worker threads.
 """
@@ -87,6 +88,8 @@ class LogKeys:
         self._active: ActiveKeyMap | None = None
         # Maps of segments that stopped being active, awaiting their key index file.
         self._sealing: list[tuple[LogSegment, ActiveKeyMap]] = []
+        # Bumped by every truncation: a build that began before one is not installed.
+        self._generation = 0
 
     @property
     def in_use(self) -> bool:
@@ -105,6 +108,7 @@ class LogKeys:
         """A truncation: maps are rebuilt by the next key read (caller holds ``lock``)."""
         self._active = None
         self._sealing.clear()
+        self._generation += 1
 
     # -- entries --------------------------------------------------------------------------
 
@@ -117,54 +121,84 @@ class LogKeys:
             return active.positions_of(hash_value)
 
     def sealed_positions(self, segment: LogSegment, hash_value: int) -> list[int]:
-        with self.lock:
-            return self._sealed_index(segment).positions_of(hash_value)
+        return self._sealed_index(segment).positions_of(hash_value)
 
     def _sealed_index(self, segment: LogSegment) -> KeyIndex:
-        index = segment.key_index
-        if index is not None and index.covered_bytes == segment.size:
-            return index
-        index = self._from_sealing(segment)
-        if index is None:
+        """The segment's key index: loaded, caught up from its map, read or built. Scans and
+        builds run outside ``lock`` (the owner's roll takes it); the result is installed (and
+        its file written) under it, unless a truncation came in between."""
+        with self.lock:
+            index = segment.key_index
+            if index is not None and index.covered_bytes == segment.size:
+                return index
+            sealing = self._take_sealing(segment)
+            generation = self._generation
+        write = True
+        if sealing is not None:
+            catch_up(sealing, segment)
+            index = sealing.sealed()
+        else:
             index = read_key_index(segment.key_index_path, base_offset=segment.base_offset,
                                    covered_bytes=segment.size)
-        if index is None:
-            logger.info("building key index of %s", segment.log_path)
-            index = build_key_index(segment)
-            self._write(segment, index)
-        segment.key_index = index
+            write = index is None
+            if index is None:
+                logger.info("building key index of %s", segment.log_path)
+                index = build_key_index(segment)
+        with self.lock:
+            if generation == self._generation and index.covered_bytes == segment.size:
+                if write and not segment.deleted:  # a deleted one's file would be an orphan
+                    write_key_index(segment.key_index_path, index)
+                segment.key_index = index
         return index
 
-    def _from_sealing(self, segment: LogSegment) -> KeyIndex | None:
+    def _take_sealing(self, segment: LogSegment) -> ActiveKeyMap | None:
         for entry in self._sealing:
             if entry[0] is segment:
                 self._sealing.remove(entry)
-                catch_up(entry[1], segment)
-                index = entry[1].sealed()
-                self._write(segment, index)
-                return index
+                return entry[1]
         return None
-
-    @staticmethod
-    def _write(segment: LogSegment, index: KeyIndex) -> None:
-        if not segment.deleted:  # taken out of the log meanwhile: the file would be an orphan
-            write_key_index(segment.key_index_path, index)
 
     def write_pending(self) -> int:
         """Write the key index of each segment that stopped being active since the last call
         (off the event loop); returns how many were written."""
         with self.lock:
             pending = [segment for segment, _ in self._sealing]
-            for segment in pending:
-                self._sealed_index(segment)
+        for segment in pending:
+            self._sealed_index(segment)
         return len(pending)
 
     def prepare(self, segments: Sequence[LogSegment]) -> None:
-        """Load or build the key index of every sealed segment of ``segments`` (the last one
-        is the active segment), so the reads that follow on the owner only look up entries."""
+        """Load or build the key index of every sealed segment of ``segments`` and the map of
+        the last one (the active segment), so the reads that follow on the owner only look up
+        entries and scan what was appended since."""
         for segment in segments[:-1]:
-            with self.lock:
-                self._sealed_index(segment)
+            self._sealed_index(segment)
+        self._prepare_active(segments[-1])
+
+    def _prepare_active(self, segment: LogSegment) -> None:
+        """Build the active map outside ``lock`` (appends go on meanwhile: the map covers what
+        was there, the next key read scans the rest); installed if none was made meanwhile."""
+        with self.lock:
+            if self._active is not None and self._active.base_offset == segment.base_offset:
+                return
+            generation = self._generation
+        active = ActiveKeyMap(segment.base_offset)
+        catch_up(active, segment)
+        with self.lock:
+            if generation == self._generation and (
+                self._active is None or self._active.base_offset < segment.base_offset
+            ):
+                self._active = active
+
+    def prepared(self, segments: Sequence[LogSegment]) -> bool:
+        """Whether ``prepare(segments)`` has nothing to do."""
+        with self.lock:
+            active = self._active
+            if active is None or active.base_offset != segments[-1].base_offset:
+                return False
+            return all(segment.key_index is not None
+                       and segment.key_index.covered_bytes == segment.size
+                       for segment in segments[:-1])
 
 
 # -- reads over a copy of the segment list ------------------------------------------------------

@@ -21,7 +21,7 @@ KAFKA_4_MINIMUM = {
     55: 0,  # DescribeQuorum
     17: 0, 36: 0, 50: 0, 51: 0,  # SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials
 }
-SAMSA_APIS = {10000: 0}  # SamsaDescribeLogSegments (protocol/schemas/)
+SAMSA_APIS = {10000: 0, 10002: 0}  # SamsaDescribeLogSegments, SamsaReadKey (protocol/schemas/)
 CONTROLLER_ONLY_APIS = {
     58: 0,  # Envelope (KIP-590)
     52: 0, 53: 0, 54: 0, 59: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot

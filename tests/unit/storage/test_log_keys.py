@@ -107,7 +107,7 @@ operation = st.one_of(
     st.tuples(st.just("append"), batch),
     st.tuples(st.just("append"), batch),
     st.tuples(st.just("append"), batch),
-    st.tuples(st.sampled_from(["roll", "clean", "restart", "crash", "write_key_indexes"]),
+    st.tuples(st.sampled_from(["roll", "clean", "restart", "crash", "write_key_indexes", "prepare"]),
               st.none()),
     st.tuples(st.just("check"), st.floats(0, 1)),
     st.tuples(st.sampled_from(["check", "truncate", "retention", "damage"]), st.floats(0, 1)),
@@ -139,6 +139,9 @@ def apply(log: Log, directory: Path, clock: ManualClock, name: str, argument: ob
         Cleaner().clean(log, now_ms=clock.now_ms)
     elif name == "write_key_indexes":
         log.write_key_indexes()
+    elif name == "prepare":
+        log.prepare_key_reads(log.log_start_offset)
+        assert log.key_reads_prepared(log.log_start_offset)
     elif name in ("restart", "crash"):
         if name == "restart":
             log.close()
