@@ -23,6 +23,7 @@ State: none of its own; the coroutines run on the ``Cluster``'s event loop.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -115,12 +116,19 @@ class KeyCursor:
         return page.records
 
 
-async def stream_key(cursor: KeyCursor) -> AsyncIterator[ConsumerRecord]:
+async def stream_key(cursor: KeyCursor, idle_timeout: float | None = None
+                     ) -> AsyncIterator[ConsumerRecord]:
     """The records of the cursor's key from its offset, then each new one as it becomes
-    readable; never ends (the caller stops iterating)."""
+    readable; ends only when no record came for ``idle_timeout`` seconds (if given)."""
+    last = time.monotonic()
     while True:
-        for record in await cursor.next_page():
+        records = await cursor.next_page()
+        for record in records:
             yield record
+        if records:
+            last = time.monotonic()
+        elif idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+            return
 
 
 async def _check_known(cluster: Cluster, tp: TopicPartition) -> None:

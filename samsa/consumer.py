@@ -388,10 +388,12 @@ class AsyncConsumer:
             max_wait_ms=self.config["fetch.max.wait.ms"])
 
     def subscribe_key(self, topic: str, partition: int, key: bytes | str,
-                      start_offset: int = 0) -> AsyncIterator[ConsumerRecord]:
+                      start_offset: int = 0, *, idle_timeout: float | None = None
+                      ) -> AsyncIterator[ConsumerRecord]:
         """``read_key``'s records, then each new record of the key as it becomes readable
-        (long polls of ``fetch.max.wait.ms``); never ends: stop iterating to stop."""
-        return stream_key(self.key_cursor(topic, partition, key, start_offset))
+        (long polls of ``fetch.max.wait.ms``); ends when no record came for ``idle_timeout``
+        seconds, else never (stop iterating to stop)."""
+        return stream_key(self.key_cursor(topic, partition, key, start_offset), idle_timeout)
 
     @property
     def _isolation(self) -> int:
@@ -535,12 +537,19 @@ class Consumer:
         return self._run(self._core.read_key(topic, partition, key, start_offset))
 
     def subscribe_key(self, topic: str, partition: int, key: bytes | str,
-                      start_offset: int = 0) -> Iterator[ConsumerRecord]:
-        """See ``AsyncConsumer.subscribe_key``: blocks in each long poll until a record of the
-        key arrives; never ends (break out of it)."""
+                      start_offset: int = 0, *, idle_timeout: float | None = None
+                      ) -> Iterator[ConsumerRecord]:
+        """See ``AsyncConsumer.subscribe_key``: blocks in long polls until a record of the key
+        arrives; ends when none came for ``idle_timeout`` seconds, else never (break out)."""
         cursor = self._call(self._core.key_cursor, topic, partition, key, start_offset)
+        last = time.monotonic()
         while True:
-            yield from self._run(cursor.next_page())
+            records = self._run(cursor.next_page())
+            yield from records
+            if records:
+                last = time.monotonic()
+            elif idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+                return
 
     def close(self, timeout: float | None = None) -> None:
         """Commit (with auto-commit), leave the group and close; waits up to ``timeout``
