@@ -34,7 +34,7 @@ from protocol.errors import CorruptMessageError, UnknownTopicOrPartitionError, e
 from protocol.messages.samsa_read_key_request import SamsaReadKeyRequest
 from protocol.messages.samsa_read_key_response import SamsaReadKeyResponse
 from samsa._cluster import Cluster
-from samsa._decoding import Decoders, decode_records, parse_batches
+from samsa._decoding import Decoders, _varint, decode_records, parse_batches
 from samsa.types import ConsumerRecord, TopicPartition
 
 __all__ = ["KeyCursor", "KeyPage", "read_key_page", "read_key_records", "stream_key"]
@@ -155,13 +155,64 @@ def _records_of_key(view: memoryview, tp: TopicPartition, key: bytes, start_offs
         codec = batch.attributes & 0x07
         data = bytes(payload) if codec == 0 else decompress(compression_type(codec), payload)
         append_time = batch.max_timestamp if batch.attributes & _TIMESTAMP_TYPE_BIT else None
-        records = decode_records(
-            data, batch.count, topic=tp.topic, partition=tp.partition,
-            base_offset=batch.base_offset, base_timestamp=batch.base_timestamp,
-            log_append_time=append_time, leader_epoch=batch.leader_epoch,
-            min_offset=start_offset)
-        found += (_deserialized(record, decoders) for record in records if record.key == key)
+        for start, end in _records_with_key(data, batch.count, key):
+            records = decode_records(
+                data[start:end], 1, topic=tp.topic, partition=tp.partition,
+                base_offset=batch.base_offset, base_timestamp=batch.base_timestamp,
+                log_append_time=append_time, leader_epoch=batch.leader_epoch,
+                min_offset=start_offset)
+            found += (_deserialized(record, decoders) for record in records if record.key == key)
     return found
+
+
+def _records_with_key(data: bytes, count: int, key: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each record of a records section whose key field is ``key``.
+
+    Why not decode every record and compare: a batch holds ~100 records of other keys for each
+    one of this key's, and building them all was most of a key read's time. Here the key's
+    encoding (zigzag varint length + bytes) is searched with ``bytes.find``; only a record
+    that contains a hit has its key field parsed (a hit inside a value or header is no match),
+    and the walk from record to record reads only each record's length."""
+    needle = _zigzag_varint(len(key)) + key
+    hit = data.find(needle)
+    found: list[tuple[int, int]] = []
+    position = 0
+    for _ in range(count):
+        if hit < 0:
+            break
+        byte = data[position]  # the record's length: one or two bytes inline, else _varint
+        if byte < 0x80:
+            length, body = (byte >> 1) ^ -(byte & 1), position + 1
+        elif data[position + 1] < 0x80:
+            length = (byte & 0x7F) | (data[position + 1] << 7)
+            length, body = (length >> 1) ^ -(length & 1), position + 2
+        else:
+            length, body = _varint(data, position)
+        end = body + length
+        if hit < end:
+            if _key_field_is(data, body, key):
+                found.append((position, end))
+            hit = data.find(needle, end)
+        position = end
+    return found
+
+
+def _key_field_is(data: bytes, body: int, key: bytes) -> bool:
+    """Whether the record whose body (after its length) starts at ``body`` has ``key``."""
+    _, position = _varint(data, body + 1)  # after the attributes byte: timestamp delta
+    _, position = _varint(data, position)  # offset delta
+    length, position = _varint(data, position)
+    return length == len(key) and data[position:position + length] == key
+
+
+def _zigzag_varint(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _deserialized(record: ConsumerRecord, decoders: Decoders) -> ConsumerRecord:
