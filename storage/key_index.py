@@ -117,11 +117,16 @@ class ActiveKeyMap:
 
     base_offset: int
     covered_bytes: int = 0
-    positions: dict[int, list[int]] = field(default_factory=dict)
+    # An array of uint32 per key hash (4 bytes a position, not a list of int objects): a
+    # segment.bytes of 1 GiB holds millions of (key, batch) pairs.
+    positions: dict[int, array.array] = field(default_factory=dict)
 
     def add_batch(self, position: int, hashes: Iterable[int]) -> None:
         for hash_value in hashes:
-            self.positions.setdefault(hash_value, []).append(position)
+            found = self.positions.get(hash_value)
+            if found is None:
+                found = self.positions[hash_value] = array.array("I")
+            found.append(position)
 
     def positions_of(self, hash_value: int) -> list[int]:
         return list(self.positions.get(hash_value, ()))

@@ -13,9 +13,11 @@ Pieces, each in its own module: ``storage.log_loader`` (opening: leftovers, reco
 rebuilds), ``storage.log_segments`` (the segment list, delayed deletion, reads over the list),
 ``storage.log_append`` (offset assignment, ``AppendResult``), ``storage.log_producers`` (producer
 state and its snapshots), ``storage.log_dirs`` (directory names, ``DirectoryHealth``),
-``storage.leader_epoch`` (the leader epoch cache, ``leader-epoch-checkpoint``: every appended
-batch with a leader epoch >= 0 is assigned before it is written; truncations and log start
-increments trim it; rebuilt from the batch headers when the file is missing or corrupt).
+``storage.log_keys`` (per-key reads through the ``.keyindex`` files and the active segment's
+key map, ``storage.key_index``), ``storage.leader_epoch`` (the leader epoch cache,
+``leader-epoch-checkpoint``: every appended batch with a leader epoch >= 0 is assigned before
+it is written; truncations and log start increments trim it; rebuilt from the batch headers
+when the file is missing or corrupt).
 
 Durability decisions (Kafka's): an append is written to the page cache, not fsynced; a flush
 happens when ``flush.messages`` unflushed records accumulate (``AppendResult.flush_due``), when
