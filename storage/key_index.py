@@ -131,6 +131,16 @@ class ActiveKeyMap:
     def positions_of(self, hash_value: int) -> list[int]:
         return list(self.positions.get(hash_value, ()))
 
+    def merge(self, later: ActiveKeyMap) -> None:
+        """Add ``later``'s entries, which start where this map's coverage ends."""
+        for hash_value, positions in later.positions.items():
+            found = self.positions.get(hash_value)
+            if found is None:
+                self.positions[hash_value] = positions
+            else:
+                found.extend(positions)
+        self.covered_bytes = later.covered_bytes
+
     def sealed(self) -> KeyIndex:
         entries = ((h, p) for h, positions in self.positions.items() for p in positions)
         return KeyIndex.from_entries(self.base_offset, self.covered_bytes, entries)

@@ -44,6 +44,10 @@ from storage.segment import LogSegment
 
 logger = logging.getLogger("samsa.storage.log")
 
+# How far the active map may lag the active segment before the broker catches it up on a
+# worker thread rather than in the key read itself, on the event loop.
+ACTIVE_LAG_BYTES = 1024 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class KeyRead:
@@ -176,30 +180,40 @@ class LogKeys:
         self._prepare_active(segments[-1])
 
     def _prepare_active(self, segment: LogSegment) -> None:
-        """Build the active map outside ``lock`` (appends go on meanwhile: the map covers what
-        was there, the next key read scans the rest); installed if none was made meanwhile."""
+        """Build the active map, or what it lags behind the segment, outside ``lock`` (appends
+        go on meanwhile: the map covers what was there, the next key read scans the rest); a
+        new map is installed if none was made meanwhile, the lag merged if nobody extended the
+        map meanwhile."""
         with self.lock:
-            if self._active is not None and self._active.base_offset == segment.base_offset:
+            active, generation = self._active, self._generation
+            if active is not None and active.base_offset == segment.base_offset:
+                start = active.covered_bytes
+            else:
+                active, start = None, 0
+        delta = ActiveKeyMap(segment.base_offset, covered_bytes=start)
+        catch_up(delta, segment)
+        with self.lock:
+            if generation != self._generation:
                 return
-            generation = self._generation
-        active = ActiveKeyMap(segment.base_offset)
-        catch_up(active, segment)
-        with self.lock:
-            if generation == self._generation and (
+            if active is None and (
                 self._active is None or self._active.base_offset < segment.base_offset
             ):
-                self._active = active
+                self._active = delta
+            elif active is not None and self._active is active and active.covered_bytes == start:
+                active.merge(delta)
 
     def prepared(self, segments: Sequence[LogSegment]) -> bool:
-        """Whether ``prepare(segments)`` has nothing to do."""
+        """Whether ``prepare(segments)`` has little to do: every sealed segment's index loaded,
+        and the active map at most ``ACTIVE_LAG_BYTES`` behind the active segment."""
         with self.lock:
             active = self._active
             if active is None or active.base_offset != segments[-1].base_offset:
                 return False
+            if segments[-1].size - active.covered_bytes > ACTIVE_LAG_BYTES:
+                return False
             return all(segment.key_index is not None
                        and segment.key_index.covered_bytes == segment.size
                        for segment in segments[:-1])
-
 
 # -- reads over a copy of the segment list ------------------------------------------------------
 

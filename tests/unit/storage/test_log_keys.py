@@ -16,8 +16,9 @@ from protocol.records import Record, encode_batch, iter_batches
 from storage.cleaner import Cleaner
 from storage.clock import ManualClock
 from storage.config import LogConfig
-from storage.key_index import key_hash, read_key_index
+from storage.key_index import KeyIndex, key_hash, read_key_index, write_key_index
 from storage.log import Log
+from storage.log_keys import build_key_index
 from tests.unit.storage.helpers import crash, release_opened_logs
 
 release_opened_logs = pytest.fixture(autouse=True)(release_opened_logs)
@@ -261,3 +262,32 @@ def test_compaction_keeps_key_indexes(tmp_path: Path) -> None:
         s.key_index_path.name for s in sealed}
     assert not list(log.directory.glob("*.keyindex.*"))
     check(log, 0.0)
+
+
+def test_hash_collisions_give_candidates_and_last_offset_stays_exact(tmp_path: Path) -> None:
+    """A key index that names every batch for b"a" (as if every key hashed like it): reads
+    return more candidates, never fewer records, and last_offset_of_key decodes to the truth."""
+    log, clock = filled_log(tmp_path)
+    check(log, 0.0)
+    sealed = log.segments[0]
+    true_entries = set(build_key_index(sealed).entries())
+    everything = true_entries | {(key_hash(b"a"), p) for p, _ in sealed.scan_headers()}
+    log.close()
+    write_key_index(sealed.key_index_path, KeyIndex.from_entries(
+        sealed.base_offset, sealed.size, everything))
+    log = Log.open(tmp_path / "t-0", CONFIG, clock=clock, had_clean_shutdown=True)
+    candidates = log.read_key(b"a", 0, 10**6, max_offset=log.segments[1].base_offset)
+    assert len(candidates.batches) == len(list(sealed.scan_headers()))  # most without b"a"
+    check(log, 0.0)
+    only_others = true_entries | {  # b"c" also named by the batches of b"a" (offsets 0, 8, ...)
+        (key_hash(b"c"), position) for position, header in sealed.scan_headers()
+        if header.base_offset % 8 == 0}
+    log.close()
+    write_key_index(sealed.key_index_path, KeyIndex.from_entries(
+        sealed.base_offset, sealed.size, only_others))
+    log = Log.open(tmp_path / "t-0", CONFIG, clock=clock, had_clean_shutdown=True)
+    check(log, 0.0)
+    log.truncate_to(log.segments[1].base_offset)
+    newest_c = max(o for o, k, _ in full_scan(log) if k == b"c")
+    assert newest_c % 8 == 4  # the newest candidate (a batch of b"a", offset + 4) is skipped
+    assert log.last_offset_of_key(b"c") == newest_c
