@@ -68,6 +68,9 @@ async def _serve(context: RequestContext, request: SamsaReadKeyRequest) -> Samsa
                 None, log.prepare_key_reads, request.start_offset)
     except KafkaError as error:
         return SamsaReadKeyResponse(error_code=error.code)
+    except Exception:
+        logger.exception("preparing a key read of %s-%d failed", request.topic, request.partition)
+        return SamsaReadKeyResponse(error_code=UnknownServerError.code)
     response = read(context, request)
     if response.records is not None or response.error_code or request.max_wait_ms <= 0:
         return response
