@@ -2,9 +2,10 @@
 the key indexes (``storage.key_index``) instead of a scan of the partition.
 
 Where the entries come from:
-- a sealed segment (every one but the active): its ``.keyindex`` file, loaded once and kept
-  on the ``LogSegment``; missing, corrupt or stale (built for another size of the segment) ->
-  rebuilt by one scan of the segment and written (temp + fsync + rename);
+- a sealed segment (every one but the active): its ``.keyindex`` file, checked whole once
+  and then looked up in place (``KeyIndexFile``, kept on the ``LogSegment``); missing, corrupt
+  or stale (built for another size of the segment) -> rebuilt by one scan of the segment and
+  written (temp + fsync + rename);
 - the active segment: an ``ActiveKeyMap`` in memory, created by the first key read of the log
   and extended at each later key read by scanning what was appended since (nothing is added to
   the append path, so a log nobody reads by key pays nothing). When the log rolls, the map of
@@ -35,6 +36,8 @@ from protocol.records import BATCH_HEADER_SIZE, BatchHeader, decode_batch, read_
 from storage.key_index import (
     ActiveKeyMap,
     KeyIndex,
+    KeyIndexFile,
+    SealedKeyIndex,
     batch_key_hashes,
     key_hash,
     read_key_index,
@@ -125,33 +128,47 @@ class LogKeys:
             return active.positions_of(hash_value)
 
     def sealed_positions(self, segment: LogSegment, hash_value: int) -> list[int]:
-        return self._sealed_index(segment).positions_of(hash_value)
+        try:
+            return self._sealed_index(segment).positions_of(hash_value)
+        except FileNotFoundError:
+            # Its file went under this read (the segment was deleted, or cut by a truncation
+            # since this read copied the segment list): this once, from the log itself.
+            return build_key_index(segment).positions_of(hash_value)
 
-    def _sealed_index(self, segment: LogSegment) -> KeyIndex:
+    def _sealed_index(self, segment: LogSegment) -> SealedKeyIndex:
         """The segment's key index: loaded, caught up from its map, read or built. Scans and
         builds run outside ``lock`` (the owner's roll takes it); the result is installed (and
         its file written) under it, unless a truncation came in between."""
         with self.lock:
-            index = segment.key_index
-            if index is not None and index.covered_bytes == segment.size:
-                return index
+            loaded = segment.key_index
+            if loaded is not None and loaded.covered_bytes == segment.size:
+                return loaded
             sealing = self._take_sealing(segment)
             generation = self._generation
-        write = True
+        index: SealedKeyIndex | None = None
         if sealing is not None:
             catch_up(sealing, segment)
-            index = sealing.sealed()
+            built = sealing.sealed()
         else:
             index = read_key_index(segment.key_index_path, base_offset=segment.base_offset,
-                                   covered_bytes=segment.size)
-            write = index is None
-            if index is None:
+                                   covered_bytes=segment.size,
+                                   current_path=lambda: segment.key_index_path)
+            if index is not None:
+                built = None
+            else:
                 logger.info("building key index of %s", segment.log_path)
-                index = build_key_index(segment)
+                built = build_key_index(segment)
         with self.lock:
+            if built is not None:
+                index = built
+                if generation == self._generation and built.covered_bytes == segment.size and (
+                        not segment.deleted):  # a deleted one's file would be an orphan
+                    write_key_index(segment.key_index_path, built)
+                    # Looked up in the file from now on: no memory held per segment.
+                    index = KeyIndexFile(built.base_offset, built.covered_bytes,
+                                         built.entry_count, lambda: segment.key_index_path)
+            assert index is not None
             if generation == self._generation and index.covered_bytes == segment.size:
-                if write and not segment.deleted:  # a deleted one's file would be an orphan
-                    write_key_index(segment.key_index_path, index)
                 segment.key_index = index
         return index
 

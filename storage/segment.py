@@ -71,7 +71,7 @@ from storage.errors import CorruptIndexError
 from storage.fsync import fdatasync
 from storage.index import OffsetIndex, TimeIndex
 from storage.index import TimestampOffset as TimeIndexEntry  # the segment has its own
-from storage.key_index import KEY_INDEX_SUFFIX, KeyIndex, key_index_path
+from storage.key_index import KEY_INDEX_SUFFIX, SealedKeyIndex, key_index_path
 from storage.open_files import LeastRecentlyUsed, OpenFile, SegmentFile
 from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
@@ -208,7 +208,7 @@ class LogSegment:
         # (max timestamp so far, its offset): read from the time index at the first use.
         self._max_timestamp: tuple[int, int] | None = None
         # The loaded key index (storage.log_keys owns it, under its lock).
-        self.key_index: KeyIndex | None = None
+        self.key_index: SealedKeyIndex | None = None
         self.closed = False
         self.deleted = False
         self._deleted_files: list[tuple[Path, int]] = []

@@ -6,7 +6,8 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.key_index import (
@@ -37,13 +38,24 @@ def test_round_trip(base_offset: int, covered_bytes: int, entries: list[tuple[in
     assert list(decoded.entries()) == sorted(entries)
 
 
-@given(entries=entry_lists, probe=hashes)
-def test_positions_of_matches_a_sorted_list(entries: list[tuple[int, int]], probe: int) -> None:
-    index = decode_key_index(encode_key_index(KeyIndex.from_entries(0, 0, entries)))
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=entry_lists, probes=st.lists(hashes, min_size=1, max_size=5))
+def test_positions_of_matches_a_sorted_list(
+    tmp_path_factory: pytest.TempPathFactory, entries: list[tuple[int, int]], probes: list[int]
+) -> None:
+    built = KeyIndex.from_entries(0, 7, entries)
+    path = tmp_path_factory.mktemp("keys") / "00000000000000000000.keyindex"
+    write_key_index(path, built)
+    in_file = read_key_index(path, base_offset=0, covered_bytes=7)
+    assert in_file is not None and in_file.entry_count == len(entries)
     ordered = sorted(entries)
-    low = bisect.bisect_left(ordered, (probe, -1))
-    high = bisect.bisect_left(ordered, (probe + 1, -1))
-    assert index.positions_of(probe) == [position for _, position in ordered[low:high]]
+    for probe in [*probes, *(hash_value for hash_value, _ in entries[:3])]:
+        low = bisect.bisect_left(ordered, (probe, -1))
+        high = bisect.bisect_left(ordered, (probe + 1, -1))
+        expected = [position for _, position in ordered[low:high]]
+        assert built.positions_of(probe) == expected
+        assert decode_key_index(encode_key_index(built)).positions_of(probe) == expected
+        assert in_file.positions_of(probe) == expected  # looked up in the file
 
 
 def test_active_map_seals_to_the_same_lookups() -> None:
