@@ -9,6 +9,9 @@
                                                              high watermarks taken on the loop,
                                                              written on the storage worker)
     purge        min(log.segment.delete.delay.ms, 10 s)     LogManager.purge_deleted
+    key-indexes  1 s (no Kafka key)                         LogManager.write_key_indexes: the
+                                                             .keyindex of segments rolled in logs
+                                                             read by key (SamsaReadKey)
     cleaner      log.cleaner.backoff.ms (if log.cleaner.enable)   Cleaner.clean, dirtiest log first
     offsets      offsets.retention.check.interval.ms        expire committed offsets (on the loop)
     txn-abort    transaction.abort.timed.out.transaction.cleanup.interval.ms
@@ -58,6 +61,7 @@ logger = logging.getLogger("samsa.broker.scheduler")
 PURGE_INTERVAL_MAX_MS = 10_000
 METADATA_SNAPSHOT_CHECK_MAX_MS = 60_000
 GC_FREEZE_CHECK_MS = 1000
+KEY_INDEX_CHECK_MS = 1000
 NEVER_MS = LONG_MAX // 2  # intervals at or above this are Kafka's "never"
 
 
@@ -82,6 +86,7 @@ class Scheduler:
                     self._checkpoint_high_watermarks, on_loop=True)
         purge_ms = min(config.log_config.file_delete_delay_ms, PURGE_INTERVAL_MAX_MS)
         self._every("purge", max(purge_ms, 100), log_manager.purge_deleted)
+        self._every("key-indexes", KEY_INDEX_CHECK_MS, log_manager.write_key_indexes)
         if config.log_cleaner_enable:
             self._every("cleaner", config.log_cleaner_backoff_ms, self._clean_one,
                         executor=self.cleaner_executor)

@@ -39,11 +39,20 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, TypeVar
 
 from protocol.errors import InvalidGroupIdError, KafkaError
 from samsa._cluster import Cluster
+from samsa._decoding import Decoders
 from samsa._fetcher import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -51,6 +60,7 @@ from samsa._fetcher import (
     Fetcher,
     list_offsets,
 )
+from samsa._keys import KeyCursor, read_key_records, stream_key
 from samsa._loop import LoopThread
 from samsa._membership import GroupMember
 from samsa._positions import SubscriptionState
@@ -87,6 +97,10 @@ class ConsumerRebalanceListener:
     def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
         """Partitions already owned by others (membership lost); by default, revoked."""
         self.on_partitions_revoked(lost)
+
+
+def _key_bytes(key: bytes | str) -> bytes:
+    return key.encode() if isinstance(key, str) else bytes(key)
 
 
 def _as_offset(value: OffsetAndMetadata | int) -> OffsetAndMetadata:
@@ -352,6 +366,35 @@ class AsyncConsumer:
         found = await list_offsets(self._cluster, wanted, isolation_level=self._isolation)
         return {tp: found[tp].offset for tp in wanted if tp in found}
 
+    # --- per-key reads (Samsa's SamsaReadKey, samsa._keys) ---
+
+    async def read_key(self, topic: str, partition: int, key: bytes | str,
+                       start_offset: int = 0) -> list[ConsumerRecord]:
+        """Every record with exactly ``key`` (a str is UTF-8 encoded) in the partition, from
+        ``start_offset`` up to the high watermark (the last stable offset with read_committed),
+        read by the leader from its key indexes. Needs no subscription or assignment and does
+        not move any position."""
+        self._check_open()
+        return await read_key_records(
+            self._cluster, TopicPartition(topic, partition), _key_bytes(key), start_offset,
+            Decoders(self.config), max_bytes=self.config["max.partition.fetch.bytes"])
+
+    def key_cursor(self, topic: str, partition: int, key: bytes | str,
+                   start_offset: int = 0) -> KeyCursor:
+        self._check_open()
+        return KeyCursor(
+            self._cluster, TopicPartition(topic, partition), _key_bytes(key), start_offset,
+            Decoders(self.config), max_bytes=self.config["max.partition.fetch.bytes"],
+            max_wait_ms=self.config["fetch.max.wait.ms"])
+
+    def subscribe_key(self, topic: str, partition: int, key: bytes | str,
+                      start_offset: int = 0, *, idle_timeout: float | None = None
+                      ) -> AsyncIterator[ConsumerRecord]:
+        """``read_key``'s records, then each new record of the key as it becomes readable
+        (long polls of ``fetch.max.wait.ms``); ends when no record came for ``idle_timeout``
+        seconds, else never (stop iterating to stop)."""
+        return stream_key(self.key_cursor(topic, partition, key, start_offset), idle_timeout)
+
     @property
     def _isolation(self) -> int:
         return READ_COMMITTED if self.config["isolation.level"] == "read_committed" else 0
@@ -487,6 +530,26 @@ class Consumer:
 
     def end_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         return self._run(self._core.end_offsets(partitions))
+
+    def read_key(self, topic: str, partition: int, key: bytes | str,
+                 start_offset: int = 0) -> list[ConsumerRecord]:
+        """See ``AsyncConsumer.read_key``."""
+        return self._run(self._core.read_key(topic, partition, key, start_offset))
+
+    def subscribe_key(self, topic: str, partition: int, key: bytes | str,
+                      start_offset: int = 0, *, idle_timeout: float | None = None
+                      ) -> Iterator[ConsumerRecord]:
+        """See ``AsyncConsumer.subscribe_key``: blocks in long polls until a record of the key
+        arrives; ends when none came for ``idle_timeout`` seconds, else never (break out)."""
+        cursor = self._call(self._core.key_cursor, topic, partition, key, start_offset)
+        last = time.monotonic()
+        while True:
+            records = self._run(cursor.next_page())
+            yield from records
+            if records:
+                last = time.monotonic()
+            elif idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+                return
 
     def close(self, timeout: float | None = None) -> None:
         """Commit (with auto-commit), leave the group and close; waits up to ``timeout``

@@ -85,7 +85,9 @@ from protocol.records import (
 )
 from storage.checkpoint import OffsetCheckpointFile
 from storage.fsync import fsync_directory
+from storage.key_index import write_key_index
 from storage.log import Log
+from storage.log_keys import build_key_index
 from storage.segment import (
     CLEANED_SUFFIX,
     SEGMENT_SUFFIXES,
@@ -668,6 +670,7 @@ class _GroupCleaner:
                 return
             cleaned.on_become_inactive()
             cleaned.flush()
+            self._keep_key_index(cleaned)
             self._keep_last_modified(cleaned)
             step(CleaningStep.CLEANED_FLUSHED, cleaned)
         except Exception:
@@ -678,6 +681,12 @@ class _GroupCleaner:
         step(CleaningStep.SWAP_RENAMED, cleaned)
         self.log.replace_segments(cleaned, self.group)
         step(CleaningStep.SEGMENTS_REPLACED, cleaned)
+
+    def _keep_key_index(self, cleaned: LogSegment) -> None:
+        """Segments read by key keep a key index through cleaning: the new segment's is written
+        beside it, and swapped in with its other files (``storage.log_keys``)."""
+        if any(segment.key_index_path.exists() for segment in self.group):
+            write_key_index(cleaned.key_index_path, build_key_index(cleaned))
 
     def _create_cleaned_segment(self) -> LogSegment:
         base_offset = self.group[0].base_offset

@@ -13,9 +13,11 @@ Pieces, each in its own module: ``storage.log_loader`` (opening: leftovers, reco
 rebuilds), ``storage.log_segments`` (the segment list, delayed deletion, reads over the list),
 ``storage.log_append`` (offset assignment, ``AppendResult``), ``storage.log_producers`` (producer
 state and its snapshots), ``storage.log_dirs`` (directory names, ``DirectoryHealth``),
-``storage.leader_epoch`` (the leader epoch cache, ``leader-epoch-checkpoint``: every appended
-batch with a leader epoch >= 0 is assigned before it is written; truncations and log start
-increments trim it; rebuilt from the batch headers when the file is missing or corrupt).
+``storage.log_keys`` (per-key reads through the ``.keyindex`` files and the active segment's
+key map, ``storage.key_index``), ``storage.leader_epoch`` (the leader epoch cache,
+``leader-epoch-checkpoint``: every appended batch with a leader epoch >= 0 is assigned before
+it is written; truncations and log start increments trim it; rebuilt from the batch headers
+when the file is missing or corrupt).
 
 Durability decisions (Kafka's): an append is written to the page cache, not fsynced; a flush
 happens when ``flush.messages`` unflushed records accumulate (``AppendResult.flush_due``), when
@@ -73,7 +75,7 @@ from storage.log_append import (
     validation_rules,
 )
 from storage.log_dirs import DirectoryHealth, parse_topic_partition
-from storage.log_keys import last_offset_of_key
+from storage.log_keys import KeyRead, LogKeys, last_offset_of_key, read_key
 from storage.log_loader import LogLoader, load_rolling_timestamp
 from storage.log_producers import LogProducers, replicated_markers
 from storage.log_segments import LogLayout, LogSegments, PendingDelete, describe_layout
@@ -161,6 +163,8 @@ class Log:
         )
         # Memory only until ``_load`` opens ``leader-epoch-checkpoint`` (storage.leader_epoch).
         self.leader_epoch_cache = LeaderEpochFileCache()
+        # Key indexes and the active segment's key map (storage.log_keys), once read by key.
+        self.keys = LogKeys()
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -376,18 +380,6 @@ class Log:
         raise OffsetConflictError(f"{self.directory.name}: expected {wanted}, {found}",
                                   current_offset=actual)
 
-    def last_offset_of_key(self, key: bytes) -> int:
-        """The offset of the last record with ``key`` at or above the log start offset, -1
-        when none has it; control records and aborted transactions are skipped. The naive
-        version: a scan of the log from its end (``storage.log_keys``), to be replaced by the
-        per-segment key index."""
-        self.health.check()
-        with self._lock:  # retention and the cleaner change the list from worker threads
-            segments = list(self._segment_list.segments)
-        aborted = self.aborted_transactions(self.log_start_offset, self.log_end_offset)
-        return self._guard(lambda: last_offset_of_key(
-            segments, key, log_start_offset=self.log_start_offset, aborted=aborted))
-
     def _check_producers(
         self,
         validated: ValidatedBatches,
@@ -514,6 +506,7 @@ class Log:
                 active.on_become_inactive()
                 segment = self._new_segment(base)
                 self._segment_list.add(segment)
+                self.keys.on_roll(active, segment)
                 return segment
 
         segment = self._guard(do_roll)
@@ -558,6 +551,13 @@ class Log:
             segments, log_end_offset = list(self._segment_list.segments), self.log_end_offset
         upper = min(upper_bound, upper_bound_offset(segments, start_offset, log_end_offset))
         return self._guard(lambda: collect_aborted_transactions(segments, start_offset, upper))
+
+    def aborted_transactions_between(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, end_offset), over as many
+        segments as that spans (a key read crosses segments; a fetch never does)."""
+        with self._lock:
+            segments = list(self._segment_list.segments)
+        return self._guard(lambda: collect_aborted_transactions(segments, start_offset, end_offset))
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -608,6 +608,58 @@ class Log:
             for position, header in segment.scan_headers(0):
                 if header.last_offset >= start_offset:
                     yield segment, position, header
+
+    def read_key(
+        self, key: bytes, start_offset: int, max_bytes: int, *, max_offset: int | None = None
+    ) -> KeyRead:
+        """The batches holding records of ``key`` from ``start_offset`` (``storage.log_keys``):
+        candidates by key hash, in offset order, at least one and at most ``max_bytes`` beyond
+        it, below ``max_offset`` (exclusive, e.g. the high watermark; default the LEO)."""
+        self.health.check()
+        if not self.log_start_offset <= start_offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self.log_start_offset}, "
+                f"{self.log_end_offset}] of {self.directory.name}"
+            )
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        segments = self._segments_from(start_offset)
+        return self._guard(
+            lambda: read_key(self.keys, segments, key, start_offset, max_bytes, limit))
+
+    def last_offset_of_key(self, key: bytes) -> int:
+        """The offset of the newest record with exactly ``key`` (up to the log end offset), -1
+        when no record at or above the log start offset has it; control batches and batches of
+        aborted transactions are skipped (records of an open transaction count: they are in
+        the log). Newest segment first, through the key indexes (``storage.log_keys``)."""
+        self.health.check()
+        segments, log_start_offset = self._segments_from(self.log_start_offset), self.log_start_offset
+        return self._guard(lambda: last_offset_of_key(
+            self.keys, segments, key, log_start_offset,
+            aborted=lambda: self.aborted_transactions(log_start_offset, self.log_end_offset)))
+
+    def prepare_key_reads(self, start_offset: int = 0) -> None:
+        """Load or build the key indexes a key read from ``start_offset`` will use (may run
+        on a worker thread: the broker does so before reading on the event loop)."""
+        self.health.check()
+        segments = self._segments_from(max(start_offset, self.log_start_offset))
+        self._guard(lambda: self.keys.prepare(segments))
+
+    def key_reads_prepared(self, start_offset: int = 0) -> bool:
+        """Whether a key read from ``start_offset`` finds every key index loaded (else
+        ``prepare_key_reads`` first, off the event loop)."""
+        segments = self._segments_from(max(start_offset, self.log_start_offset))
+        return self.keys.prepared(segments)
+
+    def write_key_indexes(self) -> int:
+        """Write the key index of segments rolled since the last call, if the log is read by
+        key (maintenance, off the event loop); returns how many were written."""
+        self.health.check()
+        return self._guard(self.keys.write_pending)
+
+    def _segments_from(self, offset: int) -> list[LogSegment]:
+        with self._lock:  # the cleaner and retention change the list from worker threads
+            segments = self._segment_list.segments
+            return list(segments[self._segment_index_for(offset) :])
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the first offset whose record timestamp is >= ``timestamp``.
@@ -686,7 +738,8 @@ class Log:
         return True
 
     def _truncate_segments(self, offset: int) -> None:
-        with self._lock:
+        with self._lock, self.keys.lock:
+            self.keys.invalidate()
             index = self._segment_index_for(offset)
             self._remove_segments(self._segment_list.segments[index + 1 :])
             segment = self.active_segment
@@ -700,7 +753,8 @@ class Log:
         """Drop every segment and restart the log, empty, at ``new_offset``."""
 
         def restart() -> None:
-            with self._lock:
+            with self._lock, self.keys.lock:
+                self.keys.invalidate()
                 self._remove_segments(list(self._segment_list.segments))
                 self._segment_list.add(self._new_segment(new_offset))
             self.producers.reset(new_offset)

@@ -651,6 +651,11 @@ class LogManager:
                 log.maintenance_lock.release()
         return deleted
 
+    def write_key_indexes(self) -> int:
+        """Key index files of segments rolled since the last call, in logs read by key
+        (``storage.log_keys``); returns how many were written."""
+        return sum(log.write_key_indexes() for log in self._online_logs())
+
     def purge_deleted(self) -> int:
         return sum(log.purge_deleted_segments() for log in self._online_logs())
 

@@ -10,7 +10,8 @@ Kafka's rules (``LogLoader.removeTempFilesAndCollectSwapFiles``), applied before
 - ``<base>.log.swap``: a cleaning that reached the swap step; it is completed: every regular
   segment file in the swap segment's offset range is removed and the swap file takes the regular
   name. Its indexes are rebuilt by the caller (``recover``), so index ``.swap`` files are dropped
-  (the ``.txnindex`` too: the log rebuilds it from the markers while replaying producer state).
+  (the ``.txnindex`` too: the log rebuilds it from the markers while replaying producer state;
+  and the ``.keyindex``: rebuilt at the next key read).
 
 The cleaner (``storage.cleaner``) writes ``.cleaned`` files, fsyncs them, renames them to
 ``.swap``, renames the old segments to ``.deleted``, then renames the ``.log.swap`` file last: a
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from protocol.errors import CorruptMessageError, InvalidRecordError
 from protocol.records import BATCH_HEADER_SIZE, read_batch_header
+from storage.key_index import KEY_INDEX_SUFFIX
 from storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -83,7 +85,7 @@ def clean_partition_directory(directory: Path, names: list[str] | None = None) -
 def _remove_orphaned_indexes(directory: Path, names: list[str], outcome: DirectoryCleanup) -> None:
     """Index files whose ``.log`` is gone (a crash while a segment was being renamed)."""
     logs = {name[: -len(LOG_SUFFIX)] for name in names if name.endswith(LOG_SUFFIX)}
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, KEY_INDEX_SUFFIX):
         for name in names:
             if name.endswith(suffix) and name[: -len(suffix)] not in logs:
                 _remove(directory / name, outcome)
@@ -100,7 +102,7 @@ def _complete_swap(directory: Path, swap_log: Path, base: int) -> None:
             path.unlink()
     final = directory / swap_log.name[: -len(SWAP_SUFFIX)]
     os.replace(swap_log, final)
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, KEY_INDEX_SUFFIX):
         (directory / (final.name[: -len(LOG_SUFFIX)] + suffix)).unlink(missing_ok=True)
     logger.info("completed interrupted segment swap: %s", final)
 

@@ -11,6 +11,10 @@ Files (named by the 20-digit zero-padded base offset, Kafka's layout byte for by
 - ``.txnindex``: the transactions aborted by a marker in this segment (``storage.transaction_index``),
   created at the first one; appended by the log, truncated with the segment, reset by ``recover``
   (the log rebuilds it while it replays the producer state).
+- ``.keyindex``: Samsa's own, the batches holding each record key (``storage.key_index``),
+  written for a sealed segment of a log that is read by key (``storage.log_keys``); loaded into
+  ``key_index``. Truncation and recovery delete it (it would describe bytes no longer there);
+  it is renamed and deleted with the other files.
 
 Invariants: ``size`` is the length of valid data in ``.log``; batches start at position 0 and
 follow each other without gaps; base offsets strictly increase. Every offset in the segment is
@@ -67,13 +71,14 @@ from storage.errors import CorruptIndexError
 from storage.fsync import fdatasync
 from storage.index import OffsetIndex, TimeIndex
 from storage.index import TimestampOffset as TimeIndexEntry  # the segment has its own
+from storage.key_index import KEY_INDEX_SUFFIX, SealedKeyIndex, key_index_path
 from storage.open_files import LeastRecentlyUsed, OpenFile, SegmentFile
 from storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, KEY_INDEX_SUFFIX)
 # Suffixes of interrupted operations (see storage.recovery for how start-up resolves them).
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -202,12 +207,23 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         # (max timestamp so far, its offset): read from the time index at the first use.
         self._max_timestamp: tuple[int, int] | None = None
+        # The loaded key index (storage.log_keys owns it, under its lock).
+        self.key_index: SealedKeyIndex | None = None
         self.closed = False
         self.deleted = False
         self._deleted_files: list[tuple[Path, int]] = []
 
     def _path(self, suffix: str) -> Path:
         return self.directory / (segment_file_name(self.base_offset, suffix) + self.file_suffix)
+
+    @property
+    def key_index_path(self) -> Path:
+        return key_index_path(self.log_path)
+
+    def drop_key_index(self) -> None:
+        """The log changed under the key index (truncation, recovery): it goes, file and all."""
+        self.key_index = None
+        self.key_index_path.unlink(missing_ok=True)
 
     @property
     def fd(self) -> int:
@@ -574,6 +590,7 @@ class LogSegment:
         """
         self._indexes_checked = True  # rebuilt now, whatever they held
         self.txn_index.reset()
+        self.drop_key_index()
         valid_bytes, next_offset, reason = self._reindex()
         truncated = self.size - valid_bytes
         if truncated:
@@ -664,6 +681,8 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= ``offset``; returns the bytes removed."""
         found = self.translate_offset(offset)
+        if found is not None:
+            self.drop_key_index()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
@@ -744,7 +763,10 @@ class LogSegment:
         The ``.log`` file is renamed last: recovery treats a ``.log.swap`` as the mark of an
         unfinished swap and rebuilds the indexes, so a crash between renames is harmless.
         """
+        old_key_index_path = self.key_index_path
         self.file_suffix = new_suffix
+        if old_key_index_path.exists():
+            os.replace(old_key_index_path, self._path(KEY_INDEX_SUFFIX))
         self._offset_index.rename_to(self._path(INDEX_SUFFIX))
         self._time_index.rename_to(self._path(TIME_INDEX_SUFFIX))
         self.txn_index.rename_to(self._path(TXN_INDEX_SUFFIX))

@@ -9,6 +9,12 @@
   auto-committed as records are printed, and on exit.
 - When to stop: ``--max-messages N``, ``--timeout-ms MS`` (no record for that long), Ctrl-C.
   The count of records printed goes to stderr, as Kafka's tool prints it.
+- ``--key K``: only the records whose key is K (UTF-8), read by the partition's leader from its
+  key indexes (Samsa's SamsaReadKey), not by reading the partition from the start. The
+  partition is ``--partition P``, else the one the default partitioner sends K to; it starts
+  at the beginning (``--offset N|latest`` to start elsewhere), prints the key's records up to
+  the end, then follows: each new record of K is printed as it arrives (long polls) until
+  ``--max-messages``, ``--timeout-ms`` or Ctrl-C. Not with ``--group``.
 - Output: ``--format`` with ``{topic} {partition} {offset} {timestamp} {key} {value}
   {headers}`` (and ``\\t``, ``\\n`` escapes), default ``{value}``; keys and values are printed
   as UTF-8 text, ``null`` when absent; headers as ``k1:v1,k2:v2``. ``--json``: one JSON
@@ -23,6 +29,7 @@ import os
 import string
 import sys
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from samsa.types import ConsumerRecord, TopicPartition
@@ -47,6 +54,9 @@ def register(groups: Any) -> None:
     start.add_argument("--offset", metavar="N|earliest|latest",
                        help="start offset (a number needs --partition)")
     consume.add_argument("--partition", type=int, metavar="P", help="read this partition only")
+    consume.add_argument("--key", metavar="K",
+                         help="only the records of key K, from the key indexes (from the "
+                              "beginning, then following)")
     consume.add_argument("--group", dest="group_id", metavar="GROUP",
                          help="consume as a member of this group")
     consume.add_argument("--max-messages", type=int, metavar="N", help="exit after N records")
@@ -70,6 +80,11 @@ def run_consume(args: argparse.Namespace) -> int:
     consumer = Consumer(config=settings)
     counter = _Counter()
     try:
+        if args.key is not None:
+            records = _key_records(consumer, args)
+            counter.started = True
+            _print_key_records(records, args, template, counter)
+            return 0
         _start(consumer, args)
         counter.started = True
         _print_records(consumer, args, template, counter)
@@ -94,10 +109,12 @@ class _Counter:
 def _check_usage(args: argparse.Namespace) -> str | None:
     if args.group_id is not None and (args.partition is not None or args.offset is not None):
         return "--group cannot be combined with --partition or --offset"
+    if args.key is not None and args.group_id is not None:
+        return "--key cannot be combined with --group"
     if args.offset is not None and args.offset not in ("earliest", "latest"):
         if not args.offset.isdigit():
             return f"--offset must be a number, earliest or latest, not {args.offset!r}"
-        if args.partition is None:
+        if args.partition is None and args.key is None:
             return "--offset N needs --partition"
     if args.max_messages is not None and args.max_messages < 1:
         return "--max-messages must be at least 1"
@@ -166,6 +183,41 @@ def _print_records(consumer: Consumer, args: argparse.Namespace, template: str,
             out.flush()
         elif idle_limit is not None and time.monotonic() - last_record >= idle_limit:
             break
+
+
+def _key_records(consumer: Consumer, args: argparse.Namespace) -> Iterator[ConsumerRecord]:
+    """The ``--key`` records: its partition's, from the start offset asked, then following."""
+    from samsa.partitioner import partition_for_key
+
+    key = args.key.encode()
+    partitions = [p.partition for p in _require_topic(consumer, args.topic)]
+    partition = args.partition
+    if partition is None:
+        partition = partition_for_key(key, len(partitions))
+    elif partition not in partitions:
+        raise ValueError(f"topic {args.topic!r} has no partition {partition}"
+                         f" (it has {len(partitions)})")
+    start = 0
+    if args.offset is not None and args.offset.isdigit():
+        start = int(args.offset)
+    elif args.offset == "latest":
+        tp = TopicPartition(args.topic, partition)
+        start = consumer.end_offsets([tp])[tp]
+    idle = None if args.timeout_ms is None else args.timeout_ms / 1000
+    return consumer.subscribe_key(args.topic, partition, key, start, idle_timeout=idle)
+
+
+def _print_key_records(records: Iterator[ConsumerRecord], args: argparse.Namespace,
+                       template: str, counter: _Counter) -> None:
+    out = sys.stdout
+    for record in records:
+        text = (json.dumps(record_document(record)) if args.json
+                else format_record(template, record))
+        counter.printed += 1  # before the write: a reader may Ctrl-C us at once
+        out.write(text + "\n")
+        out.flush()
+        if args.max_messages is not None and counter.printed >= args.max_messages:
+            return
 
 
 def _unescape(text: str) -> str:

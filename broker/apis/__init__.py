@@ -172,6 +172,7 @@ API_MODULES = (
     "alter_partition",  # controller listeners only (KIP-497)
     "describe_log_segments",  # Samsa's own API (key 10000)
     "conditional_produce",  # Samsa's own API (key 10001)
+    "read_key",  # Samsa's own API (key 10002)
     "offset_for_leader_epoch",
     "offset_commit",
     "offset_fetch",

@@ -123,3 +123,30 @@ def test_ctrl_c_stops_cleanly_and_commits(broker) -> None:  # type: ignore[no-un
     started = time.monotonic()
     assert lines(broker, "lines", "--group", "interrupted", "--timeout-ms", "1500") == []
     assert time.monotonic() - started < TIMEOUT
+
+
+def test_key_prints_one_keys_records_then_follows(broker) -> None:  # type: ignore[no-untyped-def]
+    producer = Producer({"bootstrap.servers": broker.bootstrap, **QUIET})
+    producer.produce("lines", key=b"k1", value=b"again", partition=1)
+    assert producer.flush(TIMEOUT) == 0
+    assert lines(broker, "lines", "--key", "k1", "--partition", "1", "--timeout-ms", "1000",
+                 "--format", "{offset} {key} {value}") == ["0 k1 line 1", "5 k1 again"]
+    assert lines(broker, "lines", "--key", "k1", "--partition", "1", "--offset", "1",
+                 "--max-messages", "1", "--format", "{offset}") == ["5"]
+    env = {**os.environ, "SAMSA_BOOTSTRAP_SERVER": broker.bootstrap}
+    with subprocess.Popen([SAMSA, "consume", "lines", "--key", "k1", "--partition", "1",
+                           "--max-messages", "3", "--format", "{value}"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as follower:
+        assert follower.stdout is not None
+        assert [follower.stdout.readline(), follower.stdout.readline()] == [
+            "line 1\n", "again\n"]  # caught up: what comes next is live
+        producer.produce("lines", key=b"k1", value=b"live", partition=1)
+        assert producer.flush(TIMEOUT) == 0
+        assert follower.stdout.readline() == "live\n"
+        assert follower.wait(TIMEOUT) == 0
+
+
+def test_key_needs_no_group(broker) -> None:  # type: ignore[no-untyped-def]
+    result = samsa(broker, "lines", "--key", "k1", "--group", "g")
+    assert result.returncode != 0 and "--key cannot be combined with --group" in result.stderr

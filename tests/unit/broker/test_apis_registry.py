@@ -21,8 +21,8 @@ KAFKA_4_MINIMUM = {
     55: 0,  # DescribeQuorum
     17: 0, 36: 0, 50: 0, 51: 0,  # SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials
 }
-# SamsaDescribeLogSegments, SamsaConditionalProduce (protocol/schemas/)
-SAMSA_APIS = {10000: 0, 10001: 0}
+# SamsaDescribeLogSegments, SamsaConditionalProduce, SamsaReadKey (protocol/schemas/)
+SAMSA_APIS = {10000: 0, 10001: 0, 10002: 0}
 CONTROLLER_ONLY_APIS = {
     58: 0,  # Envelope (KIP-590)
     52: 0, 53: 0, 54: 0, 59: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot

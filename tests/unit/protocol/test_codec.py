@@ -65,11 +65,11 @@ def test_every_message_round_trips_at_every_version(
 
 
 def test_every_message_at_every_version_is_a_case() -> None:
-    # Kafka's messages, __consumer_offsets and metadata records; Samsa's six.
-    assert len(MESSAGES) == 186 + 4 + 24 + 6
+    # Kafka's messages, __consumer_offsets and metadata records; Samsa's eight.
+    assert len(MESSAGES) == 186 + 4 + 24 + 8
     # DescribeCluster v2 (KIP-1073) added by hand; RegisterBrokerRecord v4 and
     # BrokerRegistrationChangeRecord v3 from Kafka 4.3.1: SOURCE.md
-    assert len(EVERY_VERSION) == 731
+    assert len(EVERY_VERSION) == 733
 
 
 FLEXIBLE_VERSIONS = [
@@ -125,8 +125,8 @@ def test_message_classes_carry_their_version_range() -> None:
 
 def test_registries_cover_every_api() -> None:
     # Kafka's 0-87 and Samsa's own 10000 (SamsaDescribeLogSegments), 10001
-    # (SamsaConditionalProduce).
-    assert len(REQUESTS) == len(RESPONSES) == 88 + 2
+    # (SamsaConditionalProduce), 10002 (SamsaReadKey).
+    assert len(REQUESTS) == len(RESPONSES) == 88 + 3
     assert REQUESTS[0] is ProduceRequest and RESPONSES[1] is FetchResponse
     assert REQUESTS[10000].__name__ == "SamsaDescribeLogSegmentsRequest"
     assert RESPONSES[10000].__name__ == "SamsaDescribeLogSegmentsResponse"
