@@ -21,10 +21,19 @@ failover, and only the leader decides (NOT_LEADER_OR_FOLLOWER elsewhere). Errors
 per partition. acks must be 1 or -1 (INVALID_REQUIRED_ACKS for 0: a conflict must be answered).
 Kafka clients skip the unknown key in ApiVersions.
 
+A key condition looks the key up through the partition's key indexes (``storage.log_keys``);
+the first lookup of a log loads or builds them, which the handler does on a worker thread
+before the append, as SamsaReadKey does.
+
 Not implemented: leader hints (KIP-951) in the answer; quotas (throttle_time_ms is 0).
 """
 
 from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
 
 from broker.apis import ApiSpec, HandlerResult, RequestContext, register
 from broker.apis.produce import Appended, append_and_answer, denied_topics
@@ -45,7 +54,9 @@ from protocol.messages.samsa_conditional_produce_response import (
     SamsaConditionalProduceResponse,
 )
 from replication.append import PartitionAppend, TopicPartition
-from storage.log import AppendCondition
+from storage.log import AppendCondition, Log
+
+logger = logging.getLogger("samsa.broker.apis.conditional_produce")
 
 # The Produce version whose transaction errors this API answers (TRANSACTION_ABORTABLE).
 PRODUCE_VERSION = 11
@@ -66,8 +77,43 @@ def handle(context: RequestContext, request: SamsaConditionalProduceRequest) -> 
 
     conditions = [_condition(data) for topic in request.topic_data if topic.name not in denied
                   for data in topic.partition_data]
-    return append_and_answer(context, request, denied, build, produce_version=PRODUCE_VERSION,
-                             conditions=conditions)
+    unprepared = _unprepared_logs(context, request, denied)
+    if not unprepared:
+        return append_and_answer(context, request, denied, build,
+                                 produce_version=PRODUCE_VERSION, conditions=conditions)
+    return _prepare_then_append(unprepared, lambda: append_and_answer(
+        context, request, denied, build, produce_version=PRODUCE_VERSION, conditions=conditions))
+
+
+def _unprepared_logs(context: RequestContext, request: SamsaConditionalProduceRequest,
+                     denied: set[str]) -> list[Log]:
+    """The logs of this node's partitions with a key condition whose key indexes are not all
+    loaded: the first key lookup of a log builds them, which is done off the loop first."""
+    logs = []
+    for topic in request.topic_data:
+        if topic.name in denied:
+            continue
+        for data in topic.partition_data:
+            if data.condition_key is None:
+                continue
+            partition = context.broker.replica_manager.partition(topic.name, data.index)
+            if partition is not None and not partition.log.key_reads_prepared():
+                logs.append(partition.log)
+    return logs
+
+
+async def _prepare_then_append(
+    logs: list[Log], append: Callable[[], SamsaConditionalProduceResponse
+                                      | Awaitable[SamsaConditionalProduceResponse]],
+) -> SamsaConditionalProduceResponse:
+    loop = asyncio.get_running_loop()
+    for log in logs:
+        try:
+            await loop.run_in_executor(None, log.prepare_key_reads)
+        except Exception:  # the append's own lookup builds what is missing, or answers the error
+            logger.exception("preparing the key indexes of %s failed", log.directory.name)
+    answer = append()
+    return await answer if inspect.isawaitable(answer) else answer
 
 
 def _condition(data: ConditionalProducePartitionData) -> AppendCondition:

@@ -5,7 +5,9 @@ per-partition errors."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import inspect
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +57,14 @@ def send(broker: Broker, *partitions: ConditionalProducePartitionData, acks: int
     response = conditional_produce.handle(context, SamsaConditionalProduceRequest(
         acks=acks, timeout_ms=1000,
         topic_data=[ConditionalProduceTopicData(name=topic, partition_data=list(partitions))]))
+    if inspect.isawaitable(response):  # a key condition first loads the key indexes off the loop
+        response = asyncio.run(_awaited(response))
     answers = response.responses[0].partition_responses
     return answers[0] if len(answers) == 1 else answers
+
+
+async def _awaited(response: Awaitable[Any]) -> Any:
+    return await response
 
 
 def values(broker: Broker, index: int = 0) -> list[bytes | None]:
@@ -130,3 +138,23 @@ def test_produces_per_partition_errors(broker: Broker) -> None:
     assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     no_records = send(broker, ConditionalProducePartitionData(index=0, expected_end_offset=0))
     assert no_records.error_code == ErrorCode.INVALID_RECORD
+
+
+def test_a_key_condition_loads_the_key_indexes_off_the_loop_first(broker: Broker) -> None:
+    log = broker.replica_manager.partition("events", 0).log  # type: ignore[union-attr]
+    assert not log.key_reads_prepared()
+    header = RequestHeader(request_api_key=10001, request_api_version=0, client_id="test")
+    context = RequestContext(header=header, api_version=0, broker=broker, connection_id="test")
+    request = SamsaConditionalProduceRequest(acks=1, timeout_ms=1000, topic_data=[
+        ConditionalProduceTopicData(name="events", partition_data=[
+            partition(value=b"a", condition_key=b"k", expected_key_offset=-1)])])
+    first = conditional_produce.handle(context, request)
+    assert inspect.isawaitable(first)  # prepared on a worker thread, then appended
+    assert asyncio.run(_awaited(first)).responses[0].partition_responses[0].base_offset == 0
+    assert log.key_reads_prepared()
+    second = conditional_produce.handle(context, SamsaConditionalProduceRequest(
+        acks=1, timeout_ms=1000, topic_data=[ConditionalProduceTopicData(
+            name="events", partition_data=[
+                partition(value=b"b", condition_key=b"k", expected_key_offset=0)])]))
+    assert not inspect.isawaitable(second)  # answered at once: nothing left to load
+    assert second.responses[0].partition_responses[0].base_offset == 1  # type: ignore[union-attr]
