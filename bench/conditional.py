@@ -8,6 +8,10 @@ warm-up record:
 - ``conditional, one at a time``: each record sent with ``expected_offset`` = the offset after
   the previous one and its acknowledgement awaited before the next — the event store's
   read-modify-append pattern, one round trip per append;
+- ``conditional on the key, one at a time``: each record keyed by one of 100 entities in turn
+  and sent with ``expected_key_offset`` = the offset of that entity's previous record (-1 for
+  its first), awaited before the next — the per-entity stream of an event store, each append
+  looked up through the partition's key index;
 - ``conditional, pipelined``: the records sent back to back with expected offsets N, N+1, ...
   (each alone in its batch, up to 5 requests in flight), then all acknowledgements awaited;
 - ``plain, one at a time``: ``send`` then wait, acks=all — the same round trips, no
@@ -38,11 +42,14 @@ from bench import rounds
 RESULTS = Path(__file__).parent / "results"
 ONE_CONDITIONAL = "conditional, one at a time"
 PIPELINED = "conditional, pipelined"
+ONE_KEYED = "conditional on the key, one at a time"
 ONE_PLAIN = "plain, one at a time"
 BATCHED = "plain, batched"
-MODES = (ONE_CONDITIONAL, PIPELINED, ONE_PLAIN, BATCHED)
+MODES = (ONE_CONDITIONAL, ONE_KEYED, PIPELINED, ONE_PLAIN, BATCHED)
+KEYS = 100  # the keyed mode cycles through this many keys
 # (numerator, denominator, what the ratio says)
 PAIRS = ((ONE_CONDITIONAL, ONE_PLAIN, "the cost of the condition per round trip"),
+         (ONE_KEYED, ONE_PLAIN, "the cost of the key condition (a key index lookup)"),
          (PIPELINED, BATCHED, "a record per batch against batching"),
          (PIPELINED, ONE_PLAIN, "pipelining conditional appends"))
 VALUE = b"x" * 100
@@ -70,6 +77,14 @@ def one_conditional(producer: Any, topic: str, count: int, start: int) -> None:
                                  expected_offset=expected).result(60).offset + 1
 
 
+def one_keyed(producer: Any, topic: str, count: int, start: int) -> None:
+    last: dict[bytes, int] = {}
+    for number in range(count):
+        key = b"entity-%d" % (number % KEYS)
+        last[key] = producer.send(topic, VALUE, key=key, partition=0,
+                                  expected_key_offset=last.get(key, -1)).result(60).offset
+
+
 def pipelined(producer: Any, topic: str, count: int, start: int) -> None:
     futures = [producer.send(topic, VALUE, partition=0, expected_offset=start + index)
                for index in range(count)]
@@ -90,8 +105,8 @@ def batched(producer: Any, topic: str, count: int, start: int) -> None:
 
 
 WRITERS: dict[str, Callable[[Any, str, int, int], None]] = {
-    ONE_CONDITIONAL: one_conditional, PIPELINED: pipelined, ONE_PLAIN: one_plain,
-    BATCHED: batched}
+    ONE_CONDITIONAL: one_conditional, ONE_KEYED: one_keyed, PIPELINED: pipelined,
+    ONE_PLAIN: one_plain, BATCHED: batched}
 
 
 def measure(bootstrap: str, mode: str, count: int, topic: str) -> Measured:
