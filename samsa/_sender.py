@@ -399,17 +399,7 @@ class Sender:
             return
         answers = {(topic.name, partition.index): partition
                    for topic in response.responses for partition in topic.partition_responses}
-        moved = self._apply_leader_hints(response)
-        for batch in batches:
-            answer = answers.get(batch.topic_partition)
-            if answer is None:
-                self._retry_or_fail(batch, UnknownServerError(
-                    f"the broker did not answer for {_name(batch)}"), now)
-            elif answer.error_code in (0, _DUPLICATE_SEQUENCE_NUMBER):
-                self._complete(batch, answer.base_offset, answer.log_append_time_ms)
-            else:
-                self._retry_or_fail(batch, _produce_error(answer, batch), now,
-                                    leader_moved=batch.topic_partition in moved)
+        self._settle(batches, answers, now, self._apply_leader_hints(response))
 
     def _handle_conditional_response(self, batches: list[ProducerBatch],
                                      response: SamsaConditionalProduceResponse, now: float) -> None:
@@ -417,6 +407,12 @@ class Sender:
         ``OffsetConflictError`` (not retried: the caller re-reads and decides)."""
         answers = {(topic.name, partition.index): partition
                    for topic in response.responses for partition in topic.partition_responses}
+        self._settle(batches, answers, now, set())
+
+    def _settle(self, batches: list[ProducerBatch], answers: dict[tuple[str, int], Any],
+                now: float, moved: set[TopicPartition]) -> None:
+        """Each batch by its partition's answer (a Produce or SamsaConditionalProduce one):
+        completed, failed on OFFSET_CONFLICT, else retried or failed as its error says."""
         for batch in batches:
             answer = answers.get(batch.topic_partition)
             if answer is None:
@@ -429,7 +425,8 @@ class Sender:
                     answer.error_message or f"{_name(batch)}: OFFSET_CONFLICT",
                     current_offset=answer.current_offset))
             else:
-                self._retry_or_fail(batch, _produce_error(answer, batch), now)
+                self._retry_or_fail(batch, _produce_error(answer, batch), now,
+                                    leader_moved=batch.topic_partition in moved)
 
     def _apply_leader_hints(self, response: ProduceResponse) -> set[TopicPartition]:
         """KIP-951 (Produce v10+): the leaders named by NOT_LEADER_OR_FOLLOWER answers; the

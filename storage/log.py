@@ -573,13 +573,7 @@ class Log:
 
         ``max_offset`` (exclusive, e.g. the high watermark) caps what is returned.
         """
-        self.health.check()
-        if not self.log_start_offset <= start_offset <= self.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {start_offset} is outside [{self.log_start_offset}, "
-                f"{self.log_end_offset}] of {self.directory.name}"
-            )
-        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        limit = self._read_limit(start_offset, max_offset)
         if start_offset >= limit:
             return None
         log_end_offset = self.log_end_offset
@@ -589,6 +583,17 @@ class Log:
                 min_one_message=min_one_message,
             )
         )
+
+    def _read_limit(self, start_offset: int, max_offset: int | None) -> int:
+        """Where a read from ``start_offset`` stops (exclusive): ``max_offset`` or the LEO;
+        OFFSET_OUT_OF_RANGE unless ``start_offset`` is in [log start offset, LEO]."""
+        self.health.check()
+        if not self.log_start_offset <= start_offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self.log_start_offset}, "
+                f"{self.log_end_offset}] of {self.directory.name}"
+            )
+        return self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
 
     def describe_segments(self) -> LogLayout:
         """The segment layout, read-only: one 61-byte read per segment at most (its first
@@ -615,13 +620,7 @@ class Log:
         """The batches holding records of ``key`` from ``start_offset`` (``storage.log_keys``):
         candidates by key hash, in offset order, at least one and at most ``max_bytes`` beyond
         it, below ``max_offset`` (exclusive, e.g. the high watermark; default the LEO)."""
-        self.health.check()
-        if not self.log_start_offset <= start_offset <= self.log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {start_offset} is outside [{self.log_start_offset}, "
-                f"{self.log_end_offset}] of {self.directory.name}"
-            )
-        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        limit = self._read_limit(start_offset, max_offset)
         segments = self._segments_from(start_offset)
         return self._guard(
             lambda: read_key(self.keys, segments, key, start_offset, max_bytes, limit))
