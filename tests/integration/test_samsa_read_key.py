@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from samsa.consumer import Consumer
 from samsa.errors import UnknownTopicOrPartitionError
 from samsa.types import ConsumerRecord, TopicPartition
+from tests.integration.cluster_nodes import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -101,3 +102,33 @@ def test_subscribe_key_catches_up_then_stays_live(broker: Any) -> None:
     assert (live.key, live.value, live.offset) == (KEYS[1], b"new", 301)
     follower.join(TIMEOUT)
     assert not follower.is_alive()
+
+
+def test_read_key_after_compaction_equals_the_compacted_scan(start_broker: Any) -> None:
+    """A compacted topic read by key, cleaned by the broker's own cleaner while its segments have
+    key indexes: reads stay equal to a filtered full scan, and the cleaned segments carry key
+    indexes of their own (kept through compaction)."""
+    broker = start_broker(log_cleaner_backoff_ms="100")
+    create_topic(broker, "entities", **{"cleanup.policy": "compact", "segment.bytes": "4096",
+                                        "min.cleanable.dirty.ratio": "0.01",
+                                        "min.compaction.lag.ms": "0"})
+    produce(broker, "entities", [(KEYS[i % 4], b"v-%d" % i) for i in range(600)])
+    with Consumer(bootstrap_servers=broker.bootstrap) as consumer:
+        before = consumer.read_key("entities", 0, KEYS[1])  # the log is now read by key
+        assert [r.value for r in before] == [b"v-%d" % i for i in range(600) if i % 4 == 1]
+    directory = broker.log_dir / "entities-0"
+
+    wait_until(lambda: len(full_scan(broker, "entities")) < 600, timeout_s=TIMEOUT,
+               what="the cleaner to compact the topic")
+    # Before any key read after the cleaning (which would rebuild a missing index): every sealed
+    # segment, the cleaned ones included, has its key index.
+    logs = sorted(directory.glob("*.log"))
+    assert len(logs) > 1
+    assert all(log.with_suffix(".keyindex").exists() for log in logs[:-1]), sorted(
+        path.name for path in directory.iterdir())
+    scan = full_scan(broker, "entities")
+    with Consumer(bootstrap_servers=broker.bootstrap) as consumer:
+        for key in KEYS[:4]:
+            expected = [(r.offset, r.value) for r in scan if r.key == key]
+            assert expected
+            assert [(r.offset, r.value) for r in consumer.read_key("entities", 0, key)] == expected
