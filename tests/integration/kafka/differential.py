@@ -161,6 +161,10 @@ ALLOWLIST: list[Allowed] = [
     *[Allowed(API_VERSIONS, f"api_keys[{key}].max_version", NEWER_SCHEMAS) for key in OLDER_MAX],
     Allowed(API_VERSIONS, "api_keys[10000]", "Samsa's own DescribeLogSegments (samsa log "
             "segments), in the range Kafka leaves to private APIs", samsa_only=True),
+    Allowed(API_VERSIONS, "api_keys[10001]", "Samsa's own SamsaConditionalProduce (conditional "
+            "appends), in the range Kafka leaves to private APIs", samsa_only=True),
+    Allowed(API_VERSIONS, "api_keys[10002]", "Samsa's own SamsaReadKey (per-key streams), in the "
+            "range Kafka leaves to private APIs", samsa_only=True),
     Allowed(API_VERSIONS, "supported_features*", FEATURES),
     Allowed(API_VERSIONS, "finalized_features*", FEATURES),
 ]
