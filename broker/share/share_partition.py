@@ -362,14 +362,13 @@ class SharePartition:
 
     def _copy_at(self, now_ms: int) -> SharePartition:
         """A copy with the deadlines up to ``now_ms`` applied (its dead letters are dropped)."""
-        partition = self
-        copy = SharePartition(partition.config, start_offset=partition.start_offset,
-                              state_epoch=partition.state_epoch, leader_epoch=partition.leader_epoch)
-        copy.end_offset = partition.end_offset
-        copy._batches = [replace(batch) for batch in partition._batches]
-        copy.archived_record_count = partition.archived_record_count
-        copy.dead_lettered_record_count = partition.dead_lettered_record_count
-        copy.expired_record_count = partition.expired_record_count
+        copy = SharePartition(self.config, start_offset=self.start_offset,
+                              state_epoch=self.state_epoch, leader_epoch=self.leader_epoch)
+        copy.end_offset = self.end_offset
+        copy._batches = [replace(batch) for batch in self._batches]
+        copy.archived_record_count = self.archived_record_count
+        copy.dead_lettered_record_count = self.dead_lettered_record_count
+        copy.expired_record_count = self.expired_record_count
         copy.expire(now_ms)
         return copy
 

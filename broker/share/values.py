@@ -96,9 +96,11 @@ def initial_start_offset(reset: AutoOffsetReset, *, log_start_offset: int, log_e
 @dataclass(frozen=True, slots=True)
 class SharePartitionConfig:
     """Kafka's names and defaults (``GroupCoordinatorConfig`` / ``ShareGroupConfig``, the
-    record-lock default being Kafka 4.1's 2000). The ranges Kafka enforces (lock duration
-    1 s–1 h, delivery limit 2–10, record locks 100–4000) are the configuration's business;
-    the state machine only needs positive values, so tests can use small windows.
+    record-lock default being Kafka 4.1's 2000). The bounds Kafka enforces (by default a lock
+    duration of 15–60 s, ``group.share.min/max.record.lock.duration.ms``; the
+    ``group.share.min/max.delivery.count.limit``; 100–4000 record locks) are the
+    configuration's business; the state machine only needs positive values, so tests can
+    use small windows.
 
     Samsa's extensions: ``dead_letter_topic`` (records rejected, out of deliveries or expired
     are dead-lettered there) and ``record_expiry_ms`` (a record older than this, by the
