@@ -65,11 +65,12 @@ def test_every_message_round_trips_at_every_version(
 
 
 def test_every_message_at_every_version_is_a_case() -> None:
-    # Kafka's messages, __consumer_offsets and metadata records; Samsa's eight.
-    assert len(MESSAGES) == 186 + 4 + 24 + 8
+    # Kafka's messages, __consumer_offsets, __share_group_state and metadata records; Samsa's eight.
+    assert len(MESSAGES) == 186 + 4 + 4 + 24 + 8
     # DescribeCluster v2 (KIP-1073) added by hand; RegisterBrokerRecord v4 and
-    # BrokerRegistrationChangeRecord v3 from Kafka 4.3.1: SOURCE.md
-    assert len(EVERY_VERSION) == 733
+    # BrokerRegistrationChangeRecord v3 from Kafka 4.3.1: SOURCE.md; the four
+    # __share_group_state records have one version each
+    assert len(EVERY_VERSION) == 737
 
 
 FLEXIBLE_VERSIONS = [
