@@ -38,14 +38,16 @@ Where Samsa writes differently from Kafka, and why — the topic may be compacte
 - That needs the start offset not to move back between two snapshots (cutting at a lower
   offset brings nothing back, but the latest update alone would not have been cut by the
   higher one), and the state epoch to be in a record (an update has none). So a write that
-  moves the start offset back, or raises the state epoch, is written as a snapshot. (Kafka
-  writes the latter as an update and forgets the new state epoch at the next load.)
+  moves the start offset back, or raises the state epoch, is written as a snapshot. (Kafka's
+  code of the vendored commit writes the latter as an update, so a reload forgets the new
+  state epoch.)
 - An update is at most as large as the state it is laid over, so with a snapshot every N
   updates the records of one share partition stay within N + 1 times its state.
 
-A store that deletes instead of compacting (Kafka 4.x's ``cleanup.policy=delete`` with the
-coordinator deleting records it no longer needs) can delete everything below
-``last_redundant_offset()``: the oldest latest-snapshot of any share partition.
+A topic that deletes instead of compacting (which, as far as recalled and not checked here, is
+what Kafka 4.x does: ``cleanup.policy=delete``, the coordinator deleting the records it no
+longer needs) can drop everything below ``last_redundant_offset()``: the oldest of the share
+partitions' latest snapshots.
 
 Not persisted, as in Kafka: the leader epoch a read raised the fence to. Forgotten with the
 share partition: its epochs, once ``delete_state``'s tombstones are applied (nothing is left
