@@ -3,9 +3,16 @@ state of one topic partition for one share group — which records are available
 which member until when, acknowledged or archived, and how often each was delivered — plus
 Samsa's dead-letter topic and record expiry. The ShareFetch/ShareAcknowledge handlers, the
 share coordinator and ``__share_group_state`` drive it; none of them lives here.
+
+``ShareStateStore`` is the share coordinator's state of one ``__share_group_state`` partition
+(replayed from its records, turning Write/Initialize/Delete/ReadShareGroupState into records
+to append), ``state_records`` the records' bytes and ``state_batches`` the rule that combines
+state batches. All sans-IO: the caller owns the log.
 """
 
 from broker.share.share_partition import SharePartition
+from broker.share.state_records import SharePartitionKey
+from broker.share.state_store import ShareState, ShareStateStore, ShareStateStoreConfig
 from broker.share.values import (
     DEAD_LETTERING_BASE_CODE,
     AcknowledgementBatch,
@@ -38,7 +45,11 @@ __all__ = [
     "SharePartition",
     "SharePartitionConfig",
     "SharePartitionDescription",
+    "SharePartitionKey",
     "ShareSnapshot",
+    "ShareState",
+    "ShareStateStore",
+    "ShareStateStoreConfig",
     "StateBatch",
     "initial_start_offset",
 ]
