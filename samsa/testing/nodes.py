@@ -93,22 +93,27 @@ class _Helpers:
     def bootstrap(self) -> str:
         raise NotImplementedError
 
+    @property
+    def _answering(self) -> str:
+        """Where the helpers send their requests (a cluster leaves out paused nodes)."""
+        return self.bootstrap
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = -1,
                      config: Mapping[str, str] | None = None, timeout_s: float = 30.0) -> str:
         """Create ``name`` and return it once every partition has a leader."""
-        return create_topic(self.bootstrap, name, partitions, replication_factor, config,
+        return create_topic(self._answering, name, partitions, replication_factor, config,
                             timeout_s)
 
     def produce(self, topic: str, values: Sequence[bytes | str], *,
                 key: bytes | str | None = None, partition: int | None = None) -> list[int]:
         """Append ``values`` (acks=all) and return their offsets."""
-        return produce(self.bootstrap, topic, values, key=key, partition=partition)
+        return produce(self._answering, topic, values, key=key, partition=partition)
 
     def read(self, topic: str, *, partitions: Sequence[int] | None = None,
              timeout_s: float = 30.0) -> list[Any]:
         """Every record of ``topic`` from its start to the end it has when called
         (``samsa.ConsumerRecord``s, partition by partition in offset order)."""
-        return read(self.bootstrap, topic, partitions=partitions, timeout_s=timeout_s)
+        return read(self._answering, topic, partitions=partitions, timeout_s=timeout_s)
 
 
 
@@ -126,6 +131,7 @@ class Broker(_Helpers):
         self.host = "127.0.0.1"
         self.port = port
         self.process: subprocess.Popen[str] | None = None
+        self.paused = False  # stopped with SIGSTOP (still alive, answering nothing)
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._log: Any = None
 
@@ -193,6 +199,7 @@ class Broker(_Helpers):
         process = self._running()
         process.send_signal(signal.SIGCONT)
         process.send_signal(signal.SIGTERM)
+        self.paused = False
 
     def wait_stopped(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
         """The exit code of a node told to stop (killed after ``timeout_s``: BrokerStopError)."""
@@ -215,9 +222,11 @@ class Broker(_Helpers):
     def pause(self) -> None:
         """SIGSTOP: the process keeps its sockets and answers nothing until ``resume``."""
         self._running().send_signal(signal.SIGSTOP)
+        self.paused = True
 
     def resume(self) -> None:
         self._running().send_signal(signal.SIGCONT)
+        self.paused = False
 
     def restart(self, timeout_s: float = START_TIMEOUT_S) -> Broker:
         """Stop (SIGTERM) if running, then start on the same port with the same data."""
@@ -234,6 +243,7 @@ class Broker(_Helpers):
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal_number)
             self.process.wait()
+        self.paused = False
         self._close_log()
 
     def _close_log(self) -> None:
@@ -388,10 +398,18 @@ class Cluster(_Helpers):
             node.terminate()
         return {node_id: node.wait_stopped() for node_id, node in running.items()}
 
+    @property
+    def _answering(self) -> str:
+        answering = [node.bootstrap for node in self.nodes.values()
+                     if node.alive and not node.paused]
+        if not answering:
+            raise RuntimeError("no node is running and unpaused to ask")
+        return ",".join(answering)
+
     def leader(self, topic: str, partition: int = 0) -> int:
-        """The node id leading ``topic``'s ``partition`` now (-1 when none)."""
-        live = next(node for node in self.nodes.values() if node.alive)
-        admin = _admin(live.bootstrap)
+        """The node id leading ``topic``'s ``partition`` now (-1 when none), as the running
+        nodes that are not paused see it."""
+        admin = _admin(self._answering)
         try:
             description = admin.describe_topics([topic])[topic]
         finally:
