@@ -7,9 +7,21 @@ share coordinator and ``__share_group_state`` drive it; none of them lives here.
 ``ShareStateStore`` is the share coordinator's state of one ``__share_group_state`` partition
 (replayed from its records, turning Write/Initialize/Delete/ReadShareGroupState into records
 to append), ``state_records`` the records' bytes and ``state_batches`` the rule that combines
-state batches. All sans-IO: the caller owns the log.
+state batches. ``ShareGroup`` is one share group's membership (what ShareGroupHeartbeat
+decides: members, epochs, the target assignment, session expiry) and ``share_assignor`` the
+``simple`` assignor it uses. All sans-IO: the caller owns the log.
 """
 
+from broker.share.share_assignor import assign_share_partitions
+from broker.share.share_group import (
+    HeartbeatResult,
+    ShareGroup,
+    ShareGroupConfig,
+    ShareGroupDescription,
+    ShareGroupMember,
+    ShareGroupState,
+    TopicMetadata,
+)
 from broker.share.share_partition import SharePartition
 from broker.share.state_records import SharePartitionKey
 from broker.share.state_store import ShareState, ShareStateStore, ShareStateStoreConfig
@@ -40,8 +52,14 @@ __all__ = [
     "DeadLetter",
     "DeadLetterReason",
     "FetchedBatch",
+    "HeartbeatResult",
     "InFlightBatch",
     "RecordState",
+    "ShareGroup",
+    "ShareGroupConfig",
+    "ShareGroupDescription",
+    "ShareGroupMember",
+    "ShareGroupState",
     "SharePartition",
     "SharePartitionConfig",
     "SharePartitionDescription",
@@ -51,5 +69,7 @@ __all__ = [
     "ShareStateStore",
     "ShareStateStoreConfig",
     "StateBatch",
+    "TopicMetadata",
+    "assign_share_partitions",
     "initial_start_offset",
 ]
