@@ -101,6 +101,8 @@ def test_samsa_broker_start_runs_from_the_wheel(installed: Path) -> None:
     assert process.returncode == 0, log
 
 
+@pytest.mark.slow  # ~30 s (pip install, a three-node cluster): `make slow`; the fixtures
+# themselves run in make test through tests/integration/test_testing_plugin.py
 def test_the_example_project_passes_with_the_installed_fixtures(installed: Path) -> None:
     project = installed / "pytest-project"
     shutil.copytree(ROOT / "examples" / "pytest-project", project)
