@@ -74,7 +74,7 @@ compat-full: install
 
 # The same suites (librdkafka quick mode) against three-node KRaft clusters configured as
 # make cluster's (conf/cluster/), on ephemeral ports; results in compat/results/*-cluster.json.
-compat-cluster: $(RUN_STAMP)
+compat-cluster: install
 	$(PY) -m compat.run --brokers 3
 
 clean:
