@@ -33,15 +33,20 @@ from protocol.compression import compression_type, decompress
 from protocol.errors import CorruptMessageError, UnknownTopicOrPartitionError, error_for_code
 from protocol.messages.samsa_read_key_request import SamsaReadKeyRequest
 from protocol.messages.samsa_read_key_response import SamsaReadKeyResponse
+from protocol.records import BATCH_HEADER_SIZE
 from samsa._cluster import Cluster
-from samsa._decoding import Decoders, _varint, decode_records, parse_batches
+from samsa._decoding import (
+    _CONTROL_BIT,
+    _TIMESTAMP_TYPE_BIT,
+    Decoders,
+    _varint,
+    decode_records,
+    parse_batches,
+)
 from samsa.types import ConsumerRecord, TopicPartition
 
 __all__ = ["KeyCursor", "KeyPage", "read_key_page", "read_key_records", "stream_key"]
 
-_HEADER_SIZE = 61
-_TIMESTAMP_TYPE_BIT = 0x08
-_CONTROL_BIT = 0x20
 READ_COMMITTED = 1
 
 
@@ -151,7 +156,7 @@ def _records_of_key(view: memoryview, tp: TopicPartition, key: bytes, start_offs
         if decoders.check_crcs and crc32c.crc32c(view[batch.position + 21:batch.end]) != batch.crc:
             raise CorruptMessageError(f"record batch at offset {batch.base_offset} of "
                                       f"{tp.topic}-{tp.partition} fails its CRC check")
-        payload = view[batch.position + _HEADER_SIZE:batch.end]
+        payload = view[batch.position + BATCH_HEADER_SIZE:batch.end]
         codec = batch.attributes & 0x07
         data = bytes(payload) if codec == 0 else decompress(compression_type(codec), payload)
         append_time = batch.max_timestamp if batch.attributes & _TIMESTAMP_TYPE_BIT else None
