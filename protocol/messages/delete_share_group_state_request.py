@@ -42,7 +42,6 @@ class DeleteShareGroupStateRequest(Message):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_VERSIONS = 0
-    LATEST_VERSION_UNSTABLE = True
 
     group_id: str = ''
     topics: list[DeleteStateData] = field(default_factory=list)

@@ -44,7 +44,6 @@ class InitializeShareGroupStateRequest(Message):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_VERSIONS = 0
-    LATEST_VERSION_UNSTABLE = True
 
     group_id: str = ''
     topics: list[InitializeStateData] = field(default_factory=list)

@@ -43,7 +43,6 @@ class ReadShareGroupStateRequest(Message):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_VERSIONS = 0
-    LATEST_VERSION_UNSTABLE = True
 
     group_id: str = ''
     topics: list[ReadStateData] = field(default_factory=list)

@@ -65,12 +65,14 @@ def test_every_message_round_trips_at_every_version(
 
 
 def test_every_message_at_every_version_is_a_case() -> None:
-    # Kafka's messages, __consumer_offsets, __share_group_state and metadata records; Samsa's eight.
-    assert len(MESSAGES) == 186 + 4 + 4 + 24 + 8
+    # Kafka's messages (+6: the share-group offsets APIs of Kafka 4.3.1), __consumer_offsets (+4:
+    # the share-group records), __share_group_state and metadata records; Samsa's eight.
+    assert len(MESSAGES) == 192 + 8 + 4 + 24 + 8
     # DescribeCluster v2 (KIP-1073) added by hand; RegisterBrokerRecord v4 and
     # BrokerRegistrationChangeRecord v3 from Kafka 4.3.1: SOURCE.md; the four
-    # __share_group_state records have one version each
-    assert len(EVERY_VERSION) == 737
+    # __share_group_state records have one version each; the share-group APIs as Kafka 4.3.1
+    # has them (SOURCE.md), v0 of the early-access ones gone, and the four share-group records
+    assert len(EVERY_VERSION) == 757
 
 
 FLEXIBLE_VERSIONS = [
@@ -125,9 +127,9 @@ def test_message_classes_carry_their_version_range() -> None:
 
 
 def test_registries_cover_every_api() -> None:
-    # Kafka's 0-87 and Samsa's own 10000 (SamsaDescribeLogSegments), 10001
+    # Kafka's 0-87 and 90-92 (the share-group offsets APIs) and Samsa's own 10000 (SamsaDescribeLogSegments), 10001
     # (SamsaConditionalProduce), 10002 (SamsaReadKey).
-    assert len(REQUESTS) == len(RESPONSES) == 88 + 3
+    assert len(REQUESTS) == len(RESPONSES) == 88 + 3 + 3
     assert REQUESTS[0] is ProduceRequest and RESPONSES[1] is FetchResponse
     assert REQUESTS[10000].__name__ == "SamsaDescribeLogSegmentsRequest"
     assert RESPONSES[10000].__name__ == "SamsaDescribeLogSegmentsResponse"

@@ -28,7 +28,7 @@ def test_the_repository_carries_kafkas_schemas(monkeypatch: pytest.MonkeyPatch) 
         folder: len(list((codegen.DEFAULT_SCHEMAS / folder).glob("*.json")))
         for folder in (".", "group-coordinator", "share-coordinator", "metadata")
     }
-    assert counts == {".": 186, "group-coordinator": 4, "share-coordinator": 4, "metadata": 24}
+    assert counts == {".": 192, "group-coordinator": 8, "share-coordinator": 4, "metadata": 24}
     assert codegen.main(["--check", "--schemas", str(codegen.DEFAULT_SCHEMAS)]) == 0
 
 
@@ -51,7 +51,7 @@ def test_samsas_own_schemas_are_read_once_beside_the_vendored_ones() -> None:
         "protocol/schemas/transaction-coordinator/TransactionLogKey.json",
         "protocol/schemas/transaction-coordinator/TransactionLogValue.json",
     ]
-    assert len(messages) == 186 + 4 + 4 + 24 + len(own)
+    assert len(messages) == 192 + 8 + 4 + 24 + len(own)
 
 
 def test_the_environment_and_the_option_override_the_vendored_schemas(
