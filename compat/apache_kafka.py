@@ -67,6 +67,11 @@ TOOLS = {
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    # Share groups (KIP-932, issue 15)
+    "kafka-verifiable-share-consumer": "org.apache.kafka.tools.VerifiableShareConsumer",
+    "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+    "kafka-share-consumer-perf-test": "org.apache.kafka.tools.ShareConsumerPerformance",
     # No bin/ script: Kafka's system tests run it through kafka-run-class.sh.
     "transactional-message-copier": "org.apache.kafka.tools.TransactionalMessageCopier",
     "kafka-server-start": "kafka.Kafka",
