@@ -56,9 +56,12 @@ async def serve(
         broker.controller.use_executor(scheduler.storage_executor, loop)
     server = Server(broker)
     metrics = start_metrics(broker, server, loop)  # None when metrics.port is 0
-    bound = await server.start()
+    # A cluster node serves clients only once its metadata caught up (broker.server)
+    bound = await server.start(defer_clients=broker.quorum is not None)
+    serving: asyncio.Task[None] | None = None
     if broker.quorum is not None:  # KRaft: the Raft node serves on the controller listener
         broker.quorum.start()
+        serving = loop.create_task(_serve_clients_once_caught_up(broker, server))
     if broker.replication is not None:  # KRaft broker: follower fetchers, ISR changes
         broker.replication.start()
     broker.offsets_loader.start()
@@ -72,6 +75,8 @@ async def serve(
         await stop.wait()
     finally:
         logger.info("shutting down")
+        if serving is not None:
+            serving.cancel()
         if broker.quorum is not None:  # a leader resigns first (EndQuorumEpoch)
             session_s = config.kraft.broker_session_timeout_ms / 1000
             await stop_step("the metadata quorum (controlled shutdown, Raft resignation)",
@@ -90,6 +95,18 @@ async def serve(
         await scheduler.stop()
         await loop.run_in_executor(None, broker.shutdown)
         logger.info("shut down cleanly")
+
+
+async def _serve_clients_once_caught_up(broker: Broker, server: Server) -> None:
+    """A cluster node's client listeners serve once the controller says its metadata caught up
+    (a controller-only node has no lifecycle and no client listener)."""
+    assert broker.quorum is not None
+    lifecycle = broker.quorum.lifecycle
+    if lifecycle is None:
+        return
+    await lifecycle.wait_caught_up()
+    server.serve_clients()
+    logger.info("node %d caught up with the metadata: serving clients", broker.node_id)
 
 
 # What a bounded stop step may take beyond its own waits (a controlled shutdown waits up to a

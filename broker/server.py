@@ -7,6 +7,18 @@ ephemeral port, and the advertised listener of the same name then carries the bo
 Metadata tells clients where to connect). Idle connections (``connections.max.idle.ms`` without traffic and nothing in
 flight) are closed by one periodic check, not a timer per connection.
 
+Serving clients waits, on a cluster node, until the node has caught up with the metadata
+(``start(defer_clients=True)``, then ``serve_clients()``): every listener is bound at start (so
+its port is taken and advertised), the controller listener serves at once (the Raft quorum
+needs it to elect and to replicate the metadata log), and the others accept nothing until the
+controller says this broker's metadata caught up — Kafka's ``BrokerServer`` enables request
+processing only after its ``initialCatchUpFuture``. Meanwhile the other listeners' sockets are
+bound but not listening: a connection is refused and the client tries another broker. A node answering before that would describe the cluster from a stale or empty
+image: just restarted, it answered Metadata with no brokers and FindCoordinator with
+"__consumer_offsets is being created", and librdkafka (2.16), told there are no brokers,
+decommissioned every broker it knew, its group consumer left with no connection to find its
+coordinator by — a synchronous commit then waited forever (issue 13's mixed smoke run).
+
 Stop: close the listening sockets, give in-flight requests until ``grace_seconds`` to be
 answered (each connection's response queue empties; woken by the connections, no polling
 loops beyond the idle check), then close every connection.
@@ -45,17 +57,24 @@ class Server:
         self._idle_task: asyncio.Task[None] | None = None
         self._quiet: asyncio.Future[None] | None = None
         self._tls_listeners: list[TlsListener] = []
+        self._deferred: list[asyncio.Server | TlsListener] = []  # listening, not yet serving
 
     def apis_for(self, listener_name: str) -> dict[int, ApiSpec]:
         """The APIs a connection on ``listener_name`` is served (controller listeners: only
         the controller APIs)."""
         return self._listener_apis[listener_type(self.broker.config, listener_name)]
 
-    async def start(self) -> list[Listener]:
+    async def start(self, *, defer_clients: bool = False) -> list[Listener]:
+        """Bind every listener; ``defer_clients``: only the controller listeners serve until
+        ``serve_clients()``."""
         loop = asyncio.get_running_loop()
         advertised = list(self.broker.advertised)
         for listener in self.broker.config.listeners:
-            server = await self._listen(listener)
+            serve_now = not defer_clients or self.broker.config.kraft.is_controller_listener(
+                listener.name)
+            server = await self._listen(listener, start_serving=serve_now)
+            if not serve_now:
+                self._deferred.append(server)
             host, port = server.sockets[0].getsockname()[:2]
             self.bound.append(Listener(listener.name, listener.host or host, port,
                                        listener.security_protocol))
@@ -67,7 +86,19 @@ class Server:
         self._idle_task = loop.create_task(self._close_idle_connections())
         return self.bound
 
-    async def _listen(self, listener: Listener) -> asyncio.Server | TlsListener:
+    def serve_clients(self) -> None:
+        """Start serving the listeners ``start(defer_clients=True)`` held back."""
+        for server in self._deferred:
+            if isinstance(server, TlsListener):
+                server.start_serving()
+            else:
+                # asyncio.Server.start_serving is a coroutine that only starts accepting and
+                # returns; Server.stop closes these servers either way
+                asyncio.get_running_loop().create_task(server.start_serving())
+        self._deferred.clear()
+
+    async def _listen(self, listener: Listener, *,
+                      start_serving: bool = True) -> asyncio.Server | TlsListener:
         """PLAINTEXT / SASL_PLAINTEXT: an asyncio server of ``KafkaConnection``; SSL /
         SASL_SSL: a ``TlsListener`` that handshakes first and logs failed handshakes."""
         new_connection = partial(KafkaConnection, self, listener)
@@ -75,12 +106,12 @@ class Server:
         if security is not None and security.ssl_context is not None:
             tls = TlsListener(name=listener.name, context=security.ssl_context,
                               new_connection=new_connection)
-            await tls.start(listener.host or None, listener.port)
+            await tls.start(listener.host or None, listener.port, start_serving=start_serving)
             self._tls_listeners.append(tls)
             return tls
         server = await asyncio.get_running_loop().create_server(
             new_connection, host=listener.host or None, port=listener.port,
-            reuse_address=True, backlog=511)
+            reuse_address=True, backlog=511, start_serving=start_serving)
         self._servers.append(server)
         return server
 

@@ -78,8 +78,12 @@ class TlsListener:
         self.sockets: list[socket.socket] = []
         self._accepting: asyncio.Task[None] | None = None
         self._handshakes: set[asyncio.Task[None]] = set()
+        self._backlog = 0
 
-    async def start(self, host: str | None, port: int, *, backlog: int = 511) -> None:
+    async def start(self, host: str | None, port: int, *, backlog: int = 511,
+                    start_serving: bool = True) -> None:
+        """Bind; listen and accept at once, or from ``start_serving()`` (connections are
+        refused meanwhile)."""
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                        flags=socket.AI_PASSIVE)
@@ -88,13 +92,20 @@ class TlsListener:
         try:
             listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             listening.bind(address)
-            listening.listen(backlog)
             listening.setblocking(False)
         except OSError:
             listening.close()
             raise
         self.sockets = [listening]
-        self._accepting = loop.create_task(self._accept(listening), name=f"accept-{self.name}")
+        self._backlog = backlog
+        if start_serving:
+            self.start_serving()
+
+    def start_serving(self) -> None:
+        if self._accepting is None:
+            self.sockets[0].listen(self._backlog)
+            self._accepting = asyncio.get_running_loop().create_task(
+                self._accept(self.sockets[0]), name=f"accept-{self.name}")
 
     async def _accept(self, listening: socket.socket) -> None:
         loop = asyncio.get_running_loop()
