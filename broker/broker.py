@@ -45,6 +45,7 @@ from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
 from replication.isr import IsrChange
 from replication.metadata.bootstrap import read_bootstrap
 from replication.metadata.delta import LocalReplicaChanges
+from replication.metadata.group_config import share_settings
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.partition import Partition
 from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
@@ -160,7 +161,10 @@ class Broker:
                                    clock=clock, appender=appender)
         kraft = config.kraft.is_kraft  # a cluster: the coordinators serve only what this node leads
         group_coordinator = GroupCoordinator(config=config.group_config, clock=clock, store=offset_store,
-                                             partition_for=offset_store.partition_for, owns_all=not kraft)
+                                             partition_for=offset_store.partition_for, owns_all=not kraft,
+                                             share_store=offset_store)
+        group_coordinator.share.settings = lambda group_id: share_settings(
+            replica_manager.image, group_id, defaults=config.share_group_defaults)
         broker = cls(
             config=config,
             clock=clock,

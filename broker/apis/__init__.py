@@ -185,6 +185,8 @@ API_MODULES = (
     "list_groups",
     "describe_groups",
     "delete_groups",
+    "share_group_heartbeat",
+    "share_group_describe",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "end_txn",
