@@ -44,7 +44,7 @@ def handle(context: RequestContext, request: DeleteGroupsRequest) -> DeleteGroup
                 share_groups.append(group_id)
                 continue
         else:
-            error = _delete(context, group_id)
+            error = ErrorCode(_delete(context, group_id))
         errors[group_id] = error
     if not share_groups:
         return _response(request, errors)

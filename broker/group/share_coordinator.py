@@ -226,6 +226,48 @@ class ShareGroupCoordinator:
         known = self.initialized.get(group_id, {})
         return _grow(known, group) if group is not None else dict(known)
 
+    # ---- the offsets admin APIs (Describe/Alter/DeleteShareGroupOffsets) -----------------------
+
+    def check_alter(self, group_id: str) -> ErrorCode:
+        """AlterShareGroupOffsets may go ahead: the partition is served, the id is not a
+        classic group's (GROUP_ID_NOT_FOUND), the share group (if any) has no members
+        (NON_EMPTY_GROUP). Kafka creates the group when it does not exist."""
+        unavailable = self.partition_error(group_id)
+        if unavailable is not None:
+            return unavailable
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND if self._is_classic_group(group_id) else ErrorCode.NONE
+        return ErrorCode.NON_EMPTY_GROUP if group.members else ErrorCode.NONE
+
+    def add_share_partitions(self, group_id: str, added: InitializedTopics) -> ErrorCode:
+        """Record share partitions the group has state for (AlterShareGroupOffsets), creating
+        the group (Empty) if needed; written before the state is initialized, as Kafka does."""
+        known = self.initialized.get(group_id, {})
+        grown = dict(known)
+        for topic_id, (name, partitions) in added.items():
+            grown[topic_id] = (name, grown.get(topic_id, (name, frozenset()))[1] | partitions)
+        return self._record_partitions(group_id, grown)
+
+    def remove_share_partitions(self, group_id: str, topic_ids: Iterable[UUID]) -> ErrorCode:
+        """Forget the topics' share partitions (DeleteShareGroupOffsets), written before their
+        state is deleted."""
+        removed = set(topic_ids)
+        remaining = {topic_id: value for topic_id, value in self.initialized.get(group_id, {}).items()
+                     if topic_id not in removed}
+        return self._record_partitions(group_id, remaining)
+
+    def _record_partitions(self, group_id: str, initialized: dict[UUID, tuple[str, frozenset[int]]]) -> ErrorCode:
+        group = self.groups.get(group_id) or ShareGroup(group_id)
+        if self.store is not None and initialized != self.initialized.get(group_id):
+            try:
+                self.store.store_share_group(group_id, group.group_epoch, initialized)
+            except KafkaError as e:
+                return ErrorCode(coordinator_error_code(e))
+        self.groups[group_id] = group
+        self.initialized[group_id] = initialized
+        return ErrorCode.NONE
+
     # ---- loading -------------------------------------------------------------------------------
 
     def restore(self, groups: Mapping[str, ShareGroupRecord], *, arm_timers: bool = True) -> None:

@@ -3,7 +3,9 @@ ListGroups / DeleteGroups requests (KIP-932; Kafka's wire format, one request pe
 connection): two members split a topic's partitions and one leaving gives the other all of
 them; a member that stops heartbeating is expired after ``group.share.session.timeout.ms``
 (set to 1.5 s here); the group is listed and described; a non-empty group cannot be deleted,
-an empty one can; and a group survives a broker restart (its epoch, Empty, its members
+an empty one can; an Empty group's share-partition start offsets are described, reset
+(AlterShareGroupOffsets) and deleted (DeleteShareGroupOffsets), refused while it has members
+(the state lives in the broker's ``share_persister``); and a group survives a broker restart (its epoch, Empty, its members
 rejoining with epoch 0 after UNKNOWN_MEMBER_ID), as Kafka's client does after a coordinator
 move."""
 
@@ -17,8 +19,26 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from protocol.errors import ErrorCode
+from protocol.messages.alter_share_group_offsets_request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from protocol.messages.alter_share_group_offsets_response import AlterShareGroupOffsetsResponse
 from protocol.messages.delete_groups_request import DeleteGroupsRequest
 from protocol.messages.delete_groups_response import DeleteGroupsResponse
+from protocol.messages.delete_share_group_offsets_request import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequestTopic,
+)
+from protocol.messages.delete_share_group_offsets_response import DeleteShareGroupOffsetsResponse
+from protocol.messages.describe_share_group_offsets_request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
+from protocol.messages.describe_share_group_offsets_response import (
+    DescribeShareGroupOffsetsResponse,
+)
 from protocol.messages.list_groups_request import ListGroupsRequest
 from protocol.messages.list_groups_response import ListGroupsResponse
 from protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
@@ -82,6 +102,29 @@ def delete(broker: Any, group_id: str) -> int:
     return int(result.error_code)
 
 
+def alter(broker: Any, group_id: str, offsets: dict[str, dict[int, int]]) -> AlterShareGroupOffsetsResponse:
+    request = AlterShareGroupOffsetsRequest(group_id=group_id, topics=[
+        AlterShareGroupOffsetsRequestTopic(topic_name=name, partitions=[
+            AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o) for p, o in by.items()])
+        for name, by in offsets.items()])
+    return call(broker, request, AlterShareGroupOffsetsResponse, 0)
+
+
+def start_offsets(broker: Any, group_id: str) -> dict[int, int]:
+    """DescribeShareGroupOffsets v1 of every share partition the group has (topics null)."""
+    request = DescribeShareGroupOffsetsRequest(groups=[DescribeShareGroupOffsetsRequestGroup(group_id=group_id,
+                                                                                            topics=None)])
+    (group,) = call(broker, request, DescribeShareGroupOffsetsResponse, 1).groups
+    assert group.error_code == 0, group
+    return {p.partition_index: p.start_offset for t in group.topics if t.topic_name == TOPIC for p in t.partitions}
+
+
+def delete_offsets(broker: Any, group_id: str, topics: list[str]) -> DeleteShareGroupOffsetsResponse:
+    request = DeleteShareGroupOffsetsRequest(group_id=group_id, topics=[
+        DeleteShareGroupOffsetsRequestTopic(topic_name=name) for name in topics])
+    return call(broker, request, DeleteShareGroupOffsetsResponse, 0)
+
+
 def create_topic(broker: Any) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(TIMEOUT_SECONDS)
@@ -115,6 +158,8 @@ def test_members_split_leave_expire_list_describe_delete_and_survive_a_restart(s
     assert listed(broker, ["Share"]) == {"queue": ("share", "Stable", "share")}
     assert "queue" not in listed(broker, ["classic"])
     assert delete(broker, "queue") == ErrorCode.NON_EMPTY_GROUP
+    assert alter(broker, "queue", {TOPIC: {0: 5}}).error_code == ErrorCode.NON_EMPTY_GROUP
+    assert delete_offsets(broker, "queue", [TOPIC]).error_code == ErrorCode.NON_EMPTY_GROUP
 
     left = heartbeat(broker, "queue", "member-b", -1)
     assert (left.error_code, left.member_epoch) == (0, -1)
@@ -125,6 +170,19 @@ def test_members_split_leave_expire_list_describe_delete_and_survive_a_restart(s
     wait_for(lambda: describe(broker, "queue").group_state == "Empty", "the session to expire")
     assert describe(broker, "queue").group_epoch == 4
     assert heartbeat(broker, "queue", "member-a", 3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+    # the offsets admin APIs on the Empty group: no state yet (nothing fetched), then a reset
+    assert start_offsets(broker, "queue") == dict.fromkeys(range(PARTITIONS), -1)
+    altered = alter(broker, "queue", {TOPIC: {0: 5, 9: 1}, "missing": {0: 1}})
+    assert altered.error_code == 0
+    assert {(t.topic_name, p.partition_index): p.error_code for t in altered.responses for p in t.partitions} == \
+        {(TOPIC, 0): 0, (TOPIC, 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+         ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert start_offsets(broker, "queue") == {0: 5, 1: -1, 2: -1, 3: -1}
+    deleted = delete_offsets(broker, "queue", [TOPIC, "missing"])
+    assert {t.topic_name: t.error_code for t in deleted.responses} == \
+        {TOPIC: 0, "missing": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert start_offsets(broker, "queue") == {}
     assert delete(broker, "queue") == ErrorCode.NONE
     gone = describe(broker, "queue")
     assert (gone.error_code, gone.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group queue not found.")
