@@ -1,4 +1,4 @@
-"""AlterShareGroupOffsets: v0.
+"""AlterShareGroupOffsets: v0–v0.
 
 Resets share partitions' start offsets (``kafka-share-groups.sh --reset-offsets``), as Kafka's
 GroupMetadataManager.alterShareGroupOffsets: only an Empty share group (NON_EMPTY_GROUP

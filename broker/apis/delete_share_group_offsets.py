@@ -1,4 +1,4 @@
-"""DeleteShareGroupOffsets: v0.
+"""DeleteShareGroupOffsets: v0–v0.
 
 Deletes a share group's state for whole topics (``kafka-share-groups.sh --delete-offsets``),
 as Kafka's GroupCoordinatorShard.initiate/completeDeleteShareGroupOffsets: GROUP_ID_NOT_FOUND

@@ -1,4 +1,4 @@
-"""ShareGroupDescribe: v1.
+"""ShareGroupDescribe: v1–v1 (KIP-932).
 
 Per group id: a share group this node coordinates is described as Kafka's
 ``ShareGroup.asDescribedGroup`` does — its state ("Empty" / "Stable"), group epoch, assignment

@@ -1,4 +1,4 @@
-"""ShareGroupHeartbeat: v1 (KIP-932, Kafka 4.1+'s version; v0 was 4.0's early access).
+"""ShareGroupHeartbeat: v1–v1 (KIP-932, Kafka 4.1+'s version; v0 was 4.0's early access).
 
 Translates to ``GroupCoordinator.share.heartbeat`` (``broker.group.share_coordinator``): join
 (member epoch 0, with the subscribed topic names), heartbeat, or leave (epoch -1). The
