@@ -3,9 +3,10 @@ ListGroups / DeleteGroups requests (KIP-932; Kafka's wire format, one request pe
 connection): two members split a topic's partitions and one leaving gives the other all of
 them; a member that stops heartbeating is expired after ``group.share.session.timeout.ms``
 (set to 1.5 s here); the group is listed and described; a non-empty group cannot be deleted,
-an empty one can; an Empty group's share-partition start offsets are described, reset
-(AlterShareGroupOffsets) and deleted (DeleteShareGroupOffsets), refused while it has members
-(the state lives in the broker's ``share_persister``); and a group survives a broker restart (its epoch, Empty, its members
+an empty one can; an Empty group's share-partition start offsets are described and deleted
+(DeleteShareGroupOffsets), and reset (AlterShareGroupOffsets, which creates the group), refused
+while the group has members (the state lives in the broker's ``share_persister``); and groups
+survive a broker restart (its epoch, Empty, its members
 rejoining with epoch 0 after UNKNOWN_MEMBER_ID), as Kafka's client does after a coordinator
 move."""
 
@@ -171,27 +172,32 @@ def test_members_split_leave_expire_list_describe_delete_and_survive_a_restart(s
     assert describe(broker, "queue").group_epoch == 4
     assert heartbeat(broker, "queue", "member-a", 3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
-    # the offsets admin APIs on the Empty group: no state yet (nothing fetched), then a reset
+    # the offsets admin APIs on the Empty group: no state yet (nothing fetched)
     assert start_offsets(broker, "queue") == dict.fromkeys(range(PARTITIONS), -1)
-    altered = alter(broker, "queue", {TOPIC: {0: 5, 9: 1}, "missing": {0: 1}})
-    assert altered.error_code == 0
-    assert {(t.topic_name, p.partition_index): p.error_code for t in altered.responses for p in t.partitions} == \
-        {(TOPIC, 0): 0, (TOPIC, 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-         ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    assert start_offsets(broker, "queue") == {0: 5, 1: -1, 2: -1, 3: -1}
     deleted = delete_offsets(broker, "queue", [TOPIC, "missing"])
     assert {t.topic_name: t.error_code for t in deleted.responses} == \
         {TOPIC: 0, "missing": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    assert start_offsets(broker, "queue") == {}
+    assert start_offsets(broker, "queue") == {}  # the group forgot the topic
+    assert delete_offsets(broker, "queue", [TOPIC]).responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert delete(broker, "queue") == ErrorCode.NONE
     gone = describe(broker, "queue")
     assert (gone.error_code, gone.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group queue not found.")
     assert "queue" not in listed(broker, [])
 
+    # a reset creates the (Empty) group and the share partition's state at the new start offset
+    altered = alter(broker, "reset", {TOPIC: {0: 5, 9: 1}, "missing": {0: 1}})
+    assert altered.error_code == 0
+    assert {(t.topic_name, p.partition_index): p.error_code for t in altered.responses for p in t.partitions} == \
+        {(TOPIC, 0): 0, (TOPIC, 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+         ("missing", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert start_offsets(broker, "reset") == {0: 5}
+    assert listed(broker, ["share"])["reset"] == ("share", "Empty", "share")
+
     c = heartbeat(broker, "survivor", "member-c", 0, [TOPIC])
     assert c.member_epoch == 1
     broker.restart()
-    assert listed(broker, ["share"]) == {"survivor": ("share", "Empty", "share")}
+    assert listed(broker, ["share"]) == {"survivor": ("share", "Empty", "share"),
+                                         "reset": ("share", "Empty", "share")}
     assert describe(broker, "survivor").group_epoch == 1
     stale = heartbeat(broker, "survivor", "member-c", 1)
     assert stale.error_code == ErrorCode.UNKNOWN_MEMBER_ID
