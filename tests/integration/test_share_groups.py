@@ -8,7 +8,7 @@ an empty one can; an Empty group's share-partition start offsets are described a
 while the group has members (the state lives in the broker's ``share_persister``); and groups
 survive a broker restart (its epoch, Empty, its members
 rejoining with epoch 0 after UNKNOWN_MEMBER_ID), as Kafka's client does after a coordinator
-move."""
+move; a group's own ``share.heartbeat.interval.ms`` applies from its next heartbeat."""
 
 from __future__ import annotations
 
@@ -17,7 +17,14 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from protocol.errors import ErrorCode
 from protocol.messages.alter_share_group_offsets_request import (
@@ -201,5 +208,11 @@ def test_members_split_leave_expire_list_describe_delete_and_survive_a_restart(s
     assert describe(broker, "survivor").group_epoch == 1
     stale = heartbeat(broker, "survivor", "member-c", 1)
     assert stale.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    # the group's own config (IncrementalAlterConfigs on the GROUP resource) wins from the next heartbeat
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+    group = ConfigResource(ResourceType.GROUP, "survivor")
+    group.add_incremental_config(ConfigEntry("share.heartbeat.interval.ms", "6000",
+                                             incremental_operation=AlterConfigOpType.SET))
+    admin.incremental_alter_configs([group])[group].result(TIMEOUT_SECONDS)
     c = heartbeat(broker, "survivor", "member-c", 0, [TOPIC])
-    assert (c.member_epoch, assigned(c, topic_id)) == (2, set(range(PARTITIONS)))
+    assert (c.member_epoch, c.heartbeat_interval_ms, assigned(c, topic_id)) == (2, 6000, set(range(PARTITIONS)))
