@@ -56,8 +56,8 @@ def handle(context: RequestContext, request: ShareGroupHeartbeatRequest) -> Shar
 
 def response_of(result: HeartbeatResult) -> ShareGroupHeartbeatResponse:
     if result.error is not ErrorCode.NONE:
-        return ShareGroupHeartbeatResponse(error_code=result.error, error_message=result.error_message,
-                                           member_id=result.member_id)
+        # Kafka's error response: the code and message only (no member id or epoch)
+        return ShareGroupHeartbeatResponse(error_code=result.error, error_message=result.error_message)
     assignment = None if result.assignment is None else Assignment(topic_partitions=[
         TopicPartitions(topic_id=topic_id, partitions=list(partitions))
         for topic_id, partitions in result.assignment.items()
