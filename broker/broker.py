@@ -33,6 +33,8 @@ from broker.node_client import NodeClients
 from broker.purgatory_reaper import PurgatoryReaper
 from broker.replicated_answers import call_when_replicated
 from broker.replication import ReplicationService
+from broker.share.memory_persister import MemorySharePersister
+from broker.share.persister import SharePersister
 from broker.transaction.service import TransactionService
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
 from replication.append import ReplicaAppender
@@ -43,6 +45,7 @@ from replication.high_watermark_checkpoint import HighWatermarkCheckpoints
 from replication.isr import IsrChange
 from replication.metadata.bootstrap import read_bootstrap
 from replication.metadata.delta import LocalReplicaChanges
+from replication.metadata.group_config import share_settings
 from replication.metadata.image import MetadataImage, TopicImage
 from replication.partition import Partition
 from replication.purgatory import DelayedOperation, DelayedOperationPurgatory
@@ -97,6 +100,8 @@ class Broker:
     replication: ReplicationService | None = None
     # flush.messages: the flushes appends wait for, one round per log dir (group commit)
     group_commit: GroupCommit = field(default_factory=GroupCommit, repr=False)
+    # share groups: the share coordinator's state as a partition leader reaches it
+    share_persister: SharePersister = field(default_factory=MemorySharePersister, repr=False)
     _moved: dict[tuple[str, int], None] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -156,7 +161,10 @@ class Broker:
                                    clock=clock, appender=appender)
         kraft = config.kraft.is_kraft  # a cluster: the coordinators serve only what this node leads
         group_coordinator = GroupCoordinator(config=config.group_config, clock=clock, store=offset_store,
-                                             partition_for=offset_store.partition_for, owns_all=not kraft)
+                                             partition_for=offset_store.partition_for, owns_all=not kraft,
+                                             share_store=offset_store)
+        group_coordinator.share.settings = lambda group_id: share_settings(
+            replica_manager.image, group_id, defaults=config.share_group_defaults)
         broker = cls(
             config=config,
             clock=clock,

@@ -5,6 +5,9 @@ id v4+, client id, client host). As Kafka's ``ClassicGroup.summary``: only a Sta
 reports its protocol name and each member's metadata and assignment; in other states those are
 empty. A group that does not exist is described as "Dead" with no error (Kafka's answer below
 v6); a group whose ``__consumer_offsets`` partition is loading gets COORDINATOR_LOAD_IN_PROGRESS.
+A share group's id is answered the same way ("Dead", no error), as Kafka's
+``describeGroups`` answers a group that is not a classic group below v6 (ShareGroupDescribe
+describes it).
 
 Not implemented: authorized operations (always "not requested").
 

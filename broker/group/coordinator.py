@@ -38,7 +38,10 @@ default), both injected so tests step time by hand.
 Coordinator-level errors, as Kafka's GroupCoordinatorService/GroupMetadataManager: an empty
 group id is INVALID_GROUP_ID for JoinGroup, SyncGroup, Heartbeat and LeaveGroup; a JoinGroup
 with a non-empty member id for a group that does not exist is UNKNOWN_MEMBER_ID; SyncGroup,
-Heartbeat and LeaveGroup for a missing group are UNKNOWN_MEMBER_ID. A deleted group is removed
+Heartbeat and LeaveGroup for a missing group are UNKNOWN_MEMBER_ID (a share group's id too, as
+Kafka answers for a group of another type; JoinGroup for it is INCONSISTENT_GROUP_PROTOCOL).
+Share groups are ``share`` (``broker.group.share_coordinator``), under the same partitions;
+loading and unloading a partition take its share groups too. A deleted group is removed
 from ``groups``.
 
 A member has at most one parked JoinGroup (and one SyncGroup): a newer one replaces the older
@@ -60,6 +63,8 @@ from broker.coordinator_partitions import NO_EPOCH, CoordinatorPartitions
 from broker.group.classic import ClassicGroup
 from broker.group.group_records import restore_group
 from broker.group.offsets import coordinator_error_code
+from broker.group.share_coordinator import ShareGroupCoordinator, ShareGroupStore
+from broker.group.share_records import ShareGroupRecord
 from broker.group.values import (
     NO_MEMBER_ID,
     Effects,
@@ -109,6 +114,7 @@ class GroupCoordinator:
         store: GroupStore | None = None,
         partition_for: Callable[[str], int] = lambda group_id: 0,
         owns_all: bool = True,
+        share_store: ShareGroupStore | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -121,6 +127,12 @@ class GroupCoordinator:
         self._timers: dict[str, tuple[int, TimerHandle]] = {}  # group id -> (deadline, handle)
         self._joins: dict[tuple[str, str], asyncio.Future[JoinResponse]] = {}
         self._syncs: dict[tuple[str, str], asyncio.Future[SyncResponse]] = {}
+        # share groups (KIP-932), on the same partitions (``broker.group.share_coordinator``)
+        self.share = ShareGroupCoordinator(
+            clock=clock, call_later=call_later, partitions=self.partitions, partition_for=partition_for,
+            store=share_store,
+            is_classic_group=lambda group_id: group_id in self.groups,
+        )
 
     def get_group(self, group_id: str) -> ClassicGroup | None:
         return self.groups.get(group_id)
@@ -155,6 +167,7 @@ class GroupCoordinator:
     def complete_loading(
         self, partition: int, groups: Mapping[str, GroupMetadataValue], *,
         simple_groups: Iterable[str] = (), arm_timers: bool = True, leader_epoch: int = NO_EPOCH,
+        share_groups: Mapping[str, ShareGroupRecord] | None = None,
     ) -> bool:
         """Add a loaded partition's groups and serve it; False (nothing added) when the load
         is stale: the partition was resigned or elected again meanwhile. ``arm_timers=False``
@@ -164,8 +177,9 @@ class GroupCoordinator:
         now_ms = self._now_ms()
         for group_id, value in groups.items():
             self.groups[group_id] = restore_group(group_id, value, config=self.config, now_ms=now_ms)
+        self.share.restore(share_groups or {})
         for group_id in simple_groups:
-            if group_id not in self.groups:
+            if group_id not in self.groups and group_id not in self.share.groups:
                 self.get_or_create_group(group_id)
         self.partitions.begin_loading(partition, leader_epoch)  # a single node's, unscheduled
         self.partitions.complete_loading(partition, leader_epoch)
@@ -184,6 +198,7 @@ class GroupCoordinator:
         groups and their timers; parked JoinGroup / SyncGroup requests answer NOT_COORDINATOR,
         so their members find the new coordinator. The group ids unloaded."""
         unloaded = [group_id for group_id in self.groups if self._partition_for(group_id) == partition]
+        unloaded_share_groups = self.share.unload(partition)
         for group_id in unloaded:
             del self.groups[group_id]
             self._cancel_timer(group_id)
@@ -191,7 +206,7 @@ class GroupCoordinator:
                 _complete(self._joins.pop(key), JoinResponse(ErrorCode.NOT_COORDINATOR, key[1]))
             for key in [key for key in self._syncs if key[0] == group_id]:
                 _complete(self._syncs.pop(key), SyncResponse(ErrorCode.NOT_COORDINATOR))
-        return unloaded
+        return unloaded + unloaded_share_groups
 
     def arm_timers(self) -> None:
         """Arm every group's timer (on the event loop, once the loaded groups are in)."""
@@ -207,6 +222,8 @@ class GroupCoordinator:
         unavailable = self.partition_error(group_id)
         if unavailable is not None:
             return JoinResponse(unavailable, request.member_id)
+        if group_id in self.share.groups:  # Kafka: a group of another type
+            return JoinResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, NO_MEMBER_ID)
         group = self.groups.get(group_id)
         if group is None and request.member_id != NO_MEMBER_ID:
             return JoinResponse(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
@@ -352,3 +369,4 @@ def _failed_sync(response: SyncResponse, error: ErrorCode) -> SyncResponse:
 def _complete(future: asyncio.Future[_T] | None, response: _T) -> None:
     if future is not None and not future.done():
         future.set_result(response)
+

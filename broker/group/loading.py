@@ -27,8 +27,9 @@ coordinator in state FAILED. ``stop`` cancels the load at the next chunk (``LOAD
 at shutdown.
 
 Record types replayed (the last record of a key wins, a null value is a tombstone): offset
-commits (key types 0 and 1) and classic groups' GroupMetadata (type 2); the consumer-group
-records (3+) are skipped. A group with offsets but no GroupMetadata record becomes an Empty
+commits (key types 0 and 1), classic groups' GroupMetadata (type 2) and share groups' epoch
+and partitions records (types 11 and 15, ``broker.group.share_records``); the other
+consumer-group and share-group records are skipped. A group with offsets but no GroupMetadata record becomes an Empty
 group without protocol type, Kafka's "simple consumer group". Transactional offset commits
 become pending and are committed or dropped by their transaction's marker, in log order
 (``broker.group.transactional_offsets``); those still pending at the end are handed to the store.
@@ -63,6 +64,7 @@ from broker.group.offsets import (
     TopicPartition,
     decode_offsets_record,
 )
+from broker.group.share_records import ShareGroupRecord, decode_share_group_record
 from broker.group.transactional_offsets import PendingTransactionalOffsets
 from protocol.errors import KafkaError
 from protocol.messages.group_coordinator.group_metadata_value import GroupMetadataValue
@@ -102,6 +104,7 @@ class LoadedPartition:
     index: int
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    share_groups: dict[str, ShareGroupRecord] = field(default_factory=dict)  # types 11 and 15
     records: int = 0
     # Offsets of transactions still open at the end (``broker.group.transactional_offsets``).
     transactional: PendingTransactionalOffsets = field(default_factory=PendingTransactionalOffsets)
@@ -112,6 +115,9 @@ class LoadedPartition:
 
     def replay(self, record: Record) -> None:
         if record.key is None:
+            return
+        if decode_share_group_record(record.key, record.value, self.share_groups):
+            self.records += 1
             return
         metadata = decode_group_metadata_record(record.key, record.value)
         if metadata is not None:
@@ -317,7 +323,8 @@ class OffsetsLoader:
         self.store.add_loaded(loaded.offsets)
         self.store.transactional.merge(loaded.transactional)
         self.coordinator.complete_loading(loaded.index, loaded.groups, simple_groups=loaded.offsets,
-                                          arm_timers=arm_timers, leader_epoch=epoch)
+                                          arm_timers=arm_timers, leader_epoch=epoch,
+                                          share_groups=loaded.share_groups)
         logger.log(logging.INFO if loaded.records else logging.DEBUG,
                    "loaded %s-%d: %d record(s), %d offset(s) of %d group(s), %d group record(s)",
                    OFFSETS_TOPIC, loaded.index, loaded.records, sum(map(len, loaded.offsets.values())),

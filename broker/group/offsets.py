@@ -17,7 +17,8 @@ RecordBatch v2 per write, uncompressed, no producer id, CreateTime = now):
            metadata, commit_timestamp, expire_timestamp: int64}
     null value: a tombstone (offset deleted, expired, or its group deleted)
 
-Keys of type 0 are read as offset commits too. Type 2 is a classic group's GroupMetadata
+Keys of type 0 are read as offset commits too. Types 11 and 15 are a share group's
+(``broker.group.share_records``, ``store_share_group`` / ``delete_share_group``). Type 2 is a classic group's GroupMetadata
 record (``broker.group.group_records``): written by ``store_group`` when a group completes a
 rebalance or becomes Empty, tombstoned with the group's offsets by ``delete_group``, and
 replayed at load into the group coordinator (the last record of a group wins). The
@@ -48,6 +49,12 @@ from broker.group.expiry import cleanup_group_metadata
 from broker.group.group_records import (
     group_metadata_key,
     group_metadata_value,
+)
+from broker.group.share_records import (
+    InitializedTopics,
+    share_group_epoch_record,
+    share_group_partitions_record,
+    share_group_tombstones,
 )
 from broker.group.transactional_offsets import PendingTransactionalOffsets
 from protocol.errors import (
@@ -235,6 +242,17 @@ class OffsetStore:
         value = group_metadata_value(group)
         self._append(group.group_id, [(group_metadata_key(group.group_id), value)])
 
+    def store_share_group(self, group_id: str, epoch: int, initialized: InitializedTopics | None) -> None:
+        """A share group's epoch record, and its partitions record unless None, in one batch
+        (``broker.group.share_records``); raises the append's KafkaError."""
+        entries: list[tuple[bytes, bytes | None]] = [share_group_epoch_record(group_id, epoch)]
+        if initialized is not None:
+            entries.append(share_group_partitions_record(group_id, initialized))
+        self._append(group_id, entries)
+
+    def delete_share_group(self, group_id: str) -> None:
+        self._append(group_id, list(share_group_tombstones(group_id)))
+
     def _write_tombstones(self, group_id: str, partitions: list[TopicPartition]) -> None:
         if not partitions:
             return
@@ -377,6 +395,8 @@ def validate_offset_commit(
     before."""
     coordinator = getattr(broker, "group_coordinator", None)
     group = None if coordinator is None else coordinator.get_group(group_id)
+    if coordinator is not None and group_id in coordinator.share.groups:
+        return ErrorCode.GROUP_ID_NOT_FOUND  # Kafka's ShareGroup.validateOffsetCommit
     if group is None:
         if generation_id < 0:
             if coordinator is not None:

@@ -121,8 +121,8 @@ MISSING_APIS: list[tuple[tuple[int, ...], str]] = [
     ((68, 69), "ConsumerGroupHeartbeat/Describe (KIP-848, group.protocol=consumer): not "
      "implemented; the classic protocol is"),
     ((74,), "ListClientMetricsResources (KIP-714): no client metrics"),
-    ((76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92), "share groups (KIP-932: heartbeat, "
-     "describe, fetch, acknowledge, share-group state and offsets): not implemented"),
+    ((78, 79, 83, 84, 85, 86, 87), "share groups (KIP-932: fetch, acknowledge, share-group "
+     "state): not implemented"),
     ((80, 81), "Add/RemoveRaftVoter (KIP-853 dynamic quorums): Samsa's voters are static"),
     ((88, 89), "streams groups (KIP-1071: StreamsGroupHeartbeat/Describe): not implemented"),
 ]

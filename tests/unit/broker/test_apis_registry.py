@@ -20,6 +20,8 @@ KAFKA_4_MINIMUM = {
     29: 1, 30: 1, 31: 1,  # DescribeAcls, CreateAcls, DeleteAcls (v0 is gone)
     55: 0,  # DescribeQuorum
     17: 0, 36: 0, 50: 0, 51: 0,  # SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials
+    76: 1, 77: 1,  # ShareGroupHeartbeat, ShareGroupDescribe (v0 was Kafka 4.0's early access)
+    90: 0, 91: 0, 92: 0,  # Describe/Alter/DeleteShareGroupOffsets
 }
 # SamsaDescribeLogSegments, SamsaConditionalProduce, SamsaReadKey (protocol/schemas/)
 SAMSA_APIS = {10000: 0, 10001: 0, 10002: 0}
