@@ -17,6 +17,7 @@ retries internally, so an earlier attempt may have been written.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -101,7 +102,14 @@ def error_code(error: BaseException | KafkaError) -> int | None:
 def rdkafka_config(bootstrap: str, **settings: Any) -> dict[str, Any]:
     """librdkafka settings for a fault run: its logs go to Python logging (quiet unless the
     harness configures ``tests.faults.rdkafka``), not to stderr, where every refused connection
-    of a killed node would otherwise be printed."""
+    of a killed node would otherwise be printed. ``SAMSA_FAULTS_RDKAFKA_DEBUG`` (librdkafka's
+    ``debug`` contexts, e.g. ``cgrp,protocol,broker``) sends the clients' debug logs to stderr
+    instead: straight from librdkafka's threads, so a client blocked in a call still logs (a
+    ``logger`` is only served by the client's own poll)."""
+    debug = os.environ.get("SAMSA_FAULTS_RDKAFKA_DEBUG")
+    if debug:  # straight to stderr from librdkafka's threads: a blocked client still logs
+        return {"bootstrap.servers": bootstrap, "debug": debug, "error_cb": _log_client_error,
+                **settings}
     return {"bootstrap.servers": bootstrap, "logger": RDKAFKA_LOG,
             "error_cb": _log_client_error, **settings}
 
