@@ -223,7 +223,7 @@ class Broker:
             min_insync_replicas=config.state_topic_min_isr if kraft else None,
             owns_all=not kraft)
         self.share_coordinator.attach(self)
-        self.share_persister = NetworkSharePersister(self.share_coordinator, broker=self)
+        self.share_persister = NetworkSharePersister.for_broker(self.share_coordinator, self)
 
     def _after_transaction_replicated(self, transactional_id: str, then: Callable[[], None]) -> None:
         key = (TRANSACTION_STATE_TOPIC, self.transactions.state_log.partition_for(transactional_id))

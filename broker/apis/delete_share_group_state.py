@@ -1,4 +1,4 @@
-"""DeleteShareGroupState: v0 (KIP-932; what Kafka 4.3.1 serves).
+"""DeleteShareGroupState: v0–v0 (KIP-932; what Kafka 4.3.1 serves).
 
 The group coordinator deletes share partitions' state (a share group deleted, or its offsets
 deleted) with the share coordinator (``broker.share.coordinator_service``): tombstones,

@@ -1,4 +1,4 @@
-"""InitializeShareGroupState: v0 (KIP-932; what Kafka 4.3.1 serves).
+"""InitializeShareGroupState: v0–v0 (KIP-932; what Kafka 4.3.1 serves).
 
 The group coordinator creates (or, with a higher state epoch, resets) a share partition's
 state at a start offset (-1: not known yet) with the share coordinator

@@ -1,4 +1,4 @@
-"""ReadShareGroupState: v0 (KIP-932; what Kafka 4.3.1 serves).
+"""ReadShareGroupState: v0–v0 (KIP-932; what Kafka 4.3.1 serves).
 
 A share partition's new leader reads the share partition's state from the share coordinator
 (``broker.share.coordinator_service``) and fences older leaders at its leader epoch (in

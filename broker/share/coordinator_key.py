@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from uuid import UUID
 
 from broker.group.offsets import partition_for
@@ -23,6 +24,8 @@ from broker.share.state_records import SharePartitionKey
 from protocol.errors import InvalidRequestError
 
 __all__ = ["coordinator_key", "kafka_uuid_string", "parse_coordinator_key", "share_partition_for"]
+
+_KAFKA_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")  # 16 bytes, URL-safe base64, no padding
 
 
 def kafka_uuid_string(value: UUID) -> str:
@@ -41,8 +44,10 @@ def parse_coordinator_key(text: str) -> SharePartitionKey:
     partition_text = rest
     if not group_id.strip() or not topic_text or not partition_text:
         raise InvalidRequestError(f"invalid share coordinator key {text!r}: expected groupId:topicId:partition")
+    if _KAFKA_UUID_TEXT.fullmatch(topic_text) is None:
+        raise InvalidRequestError(f"invalid share coordinator key {text!r}: bad topic id")
     try:
-        raw = base64.urlsafe_b64decode(topic_text + "=" * (-len(topic_text) % 4))
+        raw = base64.urlsafe_b64decode(topic_text + "==")
         partition = int(partition_text)
     except (binascii.Error, ValueError):
         raise InvalidRequestError(f"invalid share coordinator key {text!r}") from None

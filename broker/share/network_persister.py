@@ -90,15 +90,39 @@ RETRY_BACKOFF_MAX_MS = 1000
 
 
 class NetworkSharePersister:
-    def __init__(self, service: ShareCoordinatorService, *, broker: Any,
+    """``local``: this node's share coordinator (None: every call goes over the network);
+    ``coordinator_id``: the node to ask for a key (None: not known yet, retried); ``clients``:
+    the inter-broker connections. ``for_broker`` builds it for a broker."""
+
+    def __init__(self, *, local: ShareCoordinatorService | None,
+                 coordinator_id: Callable[[SharePartitionKey], Awaitable[int | None]],
+                 clients: Callable[[], NodeClients], timeout_ms: int,
                  retry_backoff_ms: int = RETRY_BACKOFF_MS,
                  retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS) -> None:
-        self.service = service
-        self.broker = broker  # broker.broker.Broker: its image, node id and endpoints
-        self.timeout_ms = service.config.write_timeout_ms
+        self.local = local
+        self.coordinator_id = coordinator_id
+        self.timeout_ms = timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
+        self._new_clients = clients
         self._clients: NodeClients | None = None
+
+    @classmethod
+    def for_broker(cls, service: ShareCoordinatorService, broker: Any) -> NetworkSharePersister:
+        """The persister of ``broker`` (``broker.broker.Broker``): its share coordinator in
+        process, the leader of the key's partition in its metadata image otherwise."""
+        async def coordinator_id(key: SharePartitionKey) -> int | None:
+            return _leader_in_image(service, broker, key)
+
+        def clients() -> NodeClients:
+            config = broker.config
+            return NodeClients(
+                broker.inter_broker_endpoint, client_id=f"broker-{broker.node_id}-share-persister",
+                request_timeout_ms=service.config.write_timeout_ms,
+                ssl_context=config.node_ssl_contexts.get(config.kraft.inter_broker_listener_name))
+
+        return cls(local=service, coordinator_id=coordinator_id, clients=clients,
+                   timeout_ms=service.config.write_timeout_ms)
 
     # -- SharePersister -----------------------------------------------------------------------
 
@@ -112,7 +136,7 @@ class NetworkSharePersister:
             assert isinstance(response, InitializeShareGroupStateResponse)
             _raise_for(response.results[0].partitions[0].error_code, response.results[0].partitions[0].error_message)
 
-        await self._call(key, lambda: self.service.initialize_state(
+        await self._call(key, lambda: self._local().initialize_state(
             key, state_epoch=state_epoch, start_offset=start_offset), remote)
 
     async def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareSnapshot | None:
@@ -132,7 +156,7 @@ class NetworkSharePersister:
                 state_batches=tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                                     for b in found.state_batches))
 
-        return await self._call(key, lambda: self.service.read_state(key, leader_epoch=leader_epoch), remote)
+        return await self._call(key, lambda: self._local().read_state(key, leader_epoch=leader_epoch), remote)
 
     async def write_state(
         self, key: SharePartitionKey, *, state_epoch: int, leader_epoch: int, start_offset: int,
@@ -152,7 +176,7 @@ class NetworkSharePersister:
             assert isinstance(response, WriteShareGroupStateResponse)
             _raise_for(response.results[0].partitions[0].error_code, response.results[0].partitions[0].error_message)
 
-        await self._call(key, lambda: self.service.write_state(
+        await self._call(key, lambda: self._local().write_state(
             key, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
             state_batches=state_batches, delivery_complete_count=delivery_complete_count), remote)
 
@@ -165,7 +189,7 @@ class NetworkSharePersister:
             assert isinstance(response, DeleteShareGroupStateResponse)
             _raise_for(response.results[0].partitions[0].error_code, response.results[0].partitions[0].error_message)
 
-        await self._call(key, lambda: self.service.delete_state(key), remote)
+        await self._call(key, lambda: self._local().delete_state(key), remote)
 
     async def read_summary(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareStateSummary | None:
         async def remote(node_id: int) -> ShareStateSummary | None:
@@ -182,7 +206,7 @@ class NetworkSharePersister:
             return ShareStateSummary(found.state_epoch, found.leader_epoch, found.start_offset,
                                      found.delivery_complete_count)
 
-        return await self._call(key, lambda: self.service.read_summary(key, leader_epoch=leader_epoch), remote)
+        return await self._call(key, lambda: self._local().read_summary(key, leader_epoch=leader_epoch), remote)
 
     async def close(self) -> None:
         if self._clients is not None:
@@ -197,9 +221,9 @@ class NetworkSharePersister:
         backoff_ms = self.retry_backoff_ms
         while True:
             try:
-                if self.service.serves(key):
+                if self.local is not None and self.local.serves(key):
                     return await local()
-                node_id = self._coordinator_id(key)
+                node_id = await self.coordinator_id(key)
                 if node_id is None:
                     raise CoordinatorNotAvailableError(f"{key}: no share coordinator known yet")
                 return await remote(node_id)
@@ -216,30 +240,32 @@ class NetworkSharePersister:
             await asyncio.sleep(min(backoff_ms, remaining_ms) / 1000)
             backoff_ms = min(backoff_ms * 2, self.retry_backoff_max_ms)
 
-    def _coordinator_id(self, key: SharePartitionKey) -> int | None:
-        """The leader of ``key``'s ``__share_group_state`` partition in this node's image; None
-        when there is none yet, or it is this node (not yet elected here: retried)."""
-        topic = self.broker.replica_manager.image.topics_by_name.get(SHARE_GROUP_STATE_TOPIC)
-        if topic is None:
-            try:
-                self.service.ensure_topic()
-            except KafkaError as error:
-                logger.debug("creating %s: %s", SHARE_GROUP_STATE_TOPIC, error)
-            return None
-        partition = topic.partitions.get(self.service.partition_for(key))
-        if partition is None or partition.leader < 0 or partition.leader == self.broker.node_id:
-            return None
-        leader: int = partition.leader
-        return leader
+    def _local(self) -> ShareCoordinatorService:
+        assert self.local is not None
+        return self.local
 
     async def _send(self, node_id: int, request: Any, version: int) -> Any:
         if self._clients is None:
-            config = self.broker.config
-            self._clients = NodeClients(
-                self.broker.inter_broker_endpoint, client_id=f"broker-{self.broker.node_id}-share-persister",
-                request_timeout_ms=self.timeout_ms,
-                ssl_context=config.node_ssl_contexts.get(config.kraft.inter_broker_listener_name))
+            self._clients = self._new_clients()
         return await self._clients.send(node_id, request, version=version)
+
+
+def _leader_in_image(service: ShareCoordinatorService, broker: Any, key: SharePartitionKey) -> int | None:
+    """The leader of ``key``'s ``__share_group_state`` partition in ``broker``'s image; None
+    when there is none yet, or it is this node (not yet elected here: retried). The topic
+    missing: its creation is asked for."""
+    topic = broker.replica_manager.image.topics_by_name.get(SHARE_GROUP_STATE_TOPIC)
+    if topic is None:
+        try:
+            service.ensure_topic()
+        except KafkaError as error:
+            logger.debug("creating %s: %s", SHARE_GROUP_STATE_TOPIC, error)
+        return None
+    partition = topic.partitions.get(service.partition_for(key))
+    if partition is None or partition.leader < 0 or partition.leader == broker.node_id:
+        return None
+    leader: int = partition.leader
+    return leader
 
 
 def _raise_for(code: int, message: str | None) -> None:

@@ -20,6 +20,7 @@ KAFKA_4_MINIMUM = {
     29: 1, 30: 1, 31: 1,  # DescribeAcls, CreateAcls, DeleteAcls (v0 is gone)
     55: 0,  # DescribeQuorum
     17: 0, 36: 0, 50: 0, 51: 0,  # SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials
+    83: 0, 84: 0, 85: 0, 86: 0, 87: 0,  # the share coordinator's state APIs (KIP-932)
 }
 # SamsaDescribeLogSegments, SamsaConditionalProduce, SamsaReadKey (protocol/schemas/)
 SAMSA_APIS = {10000: 0, 10001: 0, 10002: 0}
