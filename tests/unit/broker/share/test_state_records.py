@@ -114,3 +114,31 @@ def test_every_record_round_trips(record: ShareStateRecord) -> None:
     key, value = encode_share_state_record(record)
     assert decode_share_state_record(key, value) == record
     assert encode_share_state_record(record) == (key, value)
+
+
+# What Kafka 4.3.1's own classes write for the same records: its generated ShareSnapshotKey/
+# ShareUpdateKey/ShareSnapshotValue/ShareUpdateValue (from kafka-share-coordinator-4.3.1) through
+# MessageUtil.toCoordinatorTypePrefixedBytes (keys) and toVersionPrefixedBytes(0, ...) (values),
+# run once under a JVM; the hex is pasted here.
+KAFKA_BYTES = {
+    "snapshot key": "0000000167000102030405060708090a0b0c0d0e0f00000003",
+    "update key": "0001000167000102030405060708090a0b0c0d0e0f00000003",
+    "snapshot value": "0000000111700000000200000007000000000000000a0000018bcfe568000000018bcfe5687b02"
+                      "000000000000000a00000000000000130200010000",
+    "snapshot value with a count": "0000" + "00" * 36 + "0101000400000009",
+    "update value": "00000000000500000007ffffffffffffffff0101000400000003",
+}
+
+
+def test_the_bytes_are_those_kafkas_own_classes_write() -> None:
+    snapshot_key, snapshot_value = encode_share_state_record(ShareSnapshotRecord(
+        KEY, 70000, ShareSnapshot(2, 7, 10, (BATCH,)), 1_700_000_000_000, 1_700_000_000_123))
+    update_key, update_value = encode_share_state_record(ShareUpdateRecord(KEY, 5, 7, -1, (), 3))
+    _, counted = encode_share_state_record(
+        ShareSnapshotRecord(KEY, 0, ShareSnapshot(0, 0, 0, ()), delivery_complete_count=9))
+    assert snapshot_value is not None and update_value is not None and counted is not None
+    assert {
+        "snapshot key": snapshot_key.hex(), "update key": update_key.hex(),
+        "snapshot value": snapshot_value.hex(), "snapshot value with a count": counted.hex(),
+        "update value": update_value.hex(),
+    } == KAFKA_BYTES
