@@ -30,7 +30,9 @@ handlers (``broker.apis.*_share_group_state``) and the in-process persister
   coordinator append's error. So a write the caller was told of survives the coordinator's
   node.
 - A read (Read, ReadSummary) answers from the store once everything the store has applied
-  is committed (the same wait), so it never reports a write that could still be lost.
+  is committed (the same wait), so it never reports a write that could still be lost. A Read
+  with a new leader epoch also writes that epoch (Kafka 4.3.1's rule): the fence survives a
+  failover.
 
 Owned by the broker's event loop (``load`` runs before it serves; a load's replay runs in an
 executor thread on a store no request can reach until the loop installs it).
@@ -226,9 +228,21 @@ class ShareCoordinatorService:
         await self._write(index, store, store.delete_state(key))
 
     async def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareSnapshot | None:
+        """The state, fencing older leaders at ``leader_epoch``. A new leader epoch (not -1) is
+        also written, as an update with no state batches, as Kafka 4.3.1's
+        ``readStateAndMaybeUpdateLeaderEpoch`` does, so the fence outlives the coordinator."""
         index, store = self._serving(key)
         snapshot = store.read_state(key, leader_epoch=leader_epoch)
-        await self._committed(index)
+        if snapshot is not None and leader_epoch != -1 and leader_epoch != snapshot.leader_epoch:
+            state = store.state(key)
+            records = store.write_state(
+                key, state_epoch=snapshot.state_epoch, leader_epoch=leader_epoch,
+                start_offset=snapshot.start_offset, state_batches=(),
+                delivery_complete_count=-1 if state is None else state.delivery_complete_count,
+                timestamp_ms=self.clock.milliseconds())
+            await self._write(index, store, records)
+        else:
+            await self._committed(index)
         return snapshot
 
     async def read_summary(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareStateSummary | None:

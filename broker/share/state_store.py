@@ -49,7 +49,8 @@ what Kafka 4.x does: ``cleanup.policy=delete``, the coordinator deleting the rec
 longer needs) can drop everything below ``last_redundant_offset()``: the oldest of the share
 partitions' latest snapshots.
 
-Not persisted, as in Kafka: the leader epoch a read raised the fence to. Forgotten with the
+Not persisted by the store: the leader epoch a read raised the fence to (the share coordinator
+service writes it as an update, as Kafka 4.3.1 does: ``broker.share.coordinator_service``). Forgotten with the
 share partition: its epochs, once ``delete_state``'s tombstones are applied (nothing is left
 to remember them by once compaction removes the records), so the next write or initialize
 starts afresh. The snapshot epoch is an int32 on disk; it is incremented as Kafka's Java ``int``

@@ -120,12 +120,16 @@ def test_state_is_written_read_fenced_and_survives_a_restart(start_broker) -> No
     assert (described.state_epoch, described.leader_epoch, described.start_offset,
             described.delivery_complete_count) == (1, 4, 12, 7)
 
+    assert first_partition(read_state(broker, 0, 6)).error_code == 0  # a new leader's read: persisted
+
     broker.restart()
-    state = until_settled(lambda: read_state(broker, 0, 4))
+    state = until_settled(lambda: read_state(broker, 0, 6))
     assert first_partition(state).error_code == 0 and batches_of(state) == expected
-    assert first_partition(read_state(broker, 0, 3)).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert first_partition(read_state(broker, 0, 5)).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    fenced = first_partition(write_state(broker, 0, leader_epoch=5, start_offset=12, batches=[]))
+    assert fenced.error_code == ErrorCode.FENCED_LEADER_EPOCH
 
     assert first_partition(delete_state(broker, 0)).error_code == 0
-    assert first_partition(read_state(broker, 0, 4)).error_code == ErrorCode.INVALID_REQUEST
+    assert first_partition(read_state(broker, 0, 6)).error_code == ErrorCode.INVALID_REQUEST
     gone = first_partition(read_summary(broker, 0))
     assert (gone.error_code, gone.start_offset, gone.delivery_complete_count) == (0, -1, -1)
