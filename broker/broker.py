@@ -223,6 +223,7 @@ class Broker:
             min_insync_replicas=config.state_topic_min_isr if kraft else None,
             owns_all=not kraft)
         self.share_coordinator.attach(self)
+        self.replica_manager.on_topics_deleted.append(self.share_coordinator.topics_deleted)
         self.share_persister = NetworkSharePersister.for_broker(self.share_coordinator, self)
 
     def _after_transaction_replicated(self, transactional_id: str, then: Callable[[], None]) -> None:

@@ -29,6 +29,8 @@ handlers (``broker.apis.*_share_group_state``) and the in-process persister
   error) or COORDINATOR_NOT_AVAILABLE (timeout, anything else), Kafka's mapping of a
   coordinator append's error. So a write the caller was told of survives the coordinator's
   node.
+- A deleted topic's share partitions are deleted by their coordinator (tombstones), as Kafka
+  does (``topics_deleted``, from the replica manager).
 - A read (Read, ReadSummary) answers from the store once everything the store has applied
   is committed (the same wait), so it never reports a write that could still be lost. A Read
   with a new leader epoch also writes that epoch (Kafka 4.3.1's rule): the fence survives a
@@ -68,6 +70,7 @@ from storage.producer_state import AppendOrigin
 if TYPE_CHECKING:
     from replication.append import ReplicaAppender
     from replication.controller.interface import Controller
+    from replication.metadata.image import TopicImage
     from replication.partition import Partition
     from replication.replica_manager import ReplicaManager
     from storage.clock import Clock
@@ -106,6 +109,7 @@ class ShareCoordinatorService:
         self._stores: dict[int, ShareStateStore] = {}
         self._pending: list[tuple[int, int]] = []  # (partition, leader epoch) to load
         self._task: asyncio.Task[None] | None = None
+        self._cleanups: set[asyncio.Task[None]] = set()
         self._started = False
 
     def attach(self, broker: Any) -> None:
@@ -183,6 +187,8 @@ class ShareCoordinatorService:
 
     async def stop(self) -> None:
         self._started = False
+        for cleanup in list(self._cleanups):
+            cleanup.cancel()
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -255,6 +261,29 @@ class ShareCoordinatorService:
         snapshot = state.snapshot
         return ShareStateSummary(snapshot.state_epoch, snapshot.leader_epoch, snapshot.start_offset,
                                  state.delivery_complete_count)
+
+    def topics_deleted(self, topics: list[TopicImage]) -> None:
+        """Kafka's ``maybeCleanupShareState``: the share partitions of deleted topics that this
+        node coordinates are deleted (tombstones, in the background). Deletions replayed before
+        the event loop runs (start-up) are not acted on."""
+        topic_ids = {topic.topic_id for topic in topics}
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for index, store in list(self._stores.items()):
+            keys = [key for key in store.states() if key.topic_id in topic_ids]
+            if keys and self.partitions.error(index) is None:
+                task = loop.create_task(self._delete_all(keys))
+                self._cleanups.add(task)
+                task.add_done_callback(self._cleanups.discard)
+
+    async def _delete_all(self, keys: list[SharePartitionKey]) -> None:
+        for key in keys:
+            try:
+                await self.delete_state(key)
+            except KafkaError as error:
+                logger.warning("the share state of %s (its topic deleted) is not deleted: %s", key, error)
 
     def serves(self, key: SharePartitionKey) -> bool:
         """Whether this node is ``key``'s share coordinator now (loaded or not)."""

@@ -1,7 +1,7 @@
 """The share coordinator on one broker, through its broker-to-broker APIs (KIP-932): real
 Initialize/Write/Read/ReadSummary/DeleteShareGroupState requests from Samsa's node client,
 FindCoordinator key type SHARE, the fences, and the state surviving a restart (replayed from
-``__share_group_state``)."""
+``__share_group_state``), and a deleted topic's share state deleted with it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from protocol.messages import initialize_share_group_state_request as initialize
 from protocol.messages import read_share_group_state_request as read
 from protocol.messages import read_share_group_state_summary_request as summary
 from protocol.messages import write_share_group_state_request as write
+from protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from protocol.messages.delete_topics_request import DeleteTopicsRequest
 from protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from tests.integration.conftest import BrokerProcess
 
@@ -55,9 +57,10 @@ def until_settled(call: Callable[[], Any], *, timeout_s: float = 20) -> Any:
         time.sleep(0.05)
 
 
-def initialize_state(broker: BrokerProcess, partition: int, state_epoch: int, start_offset: int) -> Any:
+def initialize_state(broker: BrokerProcess, partition: int, state_epoch: int, start_offset: int,
+                     topic_id: uuid.UUID = TOPIC_ID) -> Any:
     return send(broker, initialize.InitializeShareGroupStateRequest(group_id=GROUP, topics=[
-        initialize.InitializeStateData(topic_id=TOPIC_ID, partitions=[initialize.PartitionData(
+        initialize.InitializeStateData(topic_id=topic_id, partitions=[initialize.PartitionData(
             partition=partition, state_epoch=state_epoch, start_offset=start_offset)])]), 0)
 
 
@@ -71,9 +74,10 @@ def write_state(broker: BrokerProcess, partition: int, *, leader_epoch: int, sta
                            for f, last, s, c in batches])])]), 1)
 
 
-def read_state(broker: BrokerProcess, partition: int, leader_epoch: int) -> Any:
+def read_state(broker: BrokerProcess, partition: int, leader_epoch: int,
+               topic_id: uuid.UUID = TOPIC_ID) -> Any:
     return send(broker, read.ReadShareGroupStateRequest(group_id=GROUP, topics=[
-        read.ReadStateData(topic_id=TOPIC_ID, partitions=[read.PartitionData(
+        read.ReadStateData(topic_id=topic_id, partitions=[read.PartitionData(
             partition=partition, leader_epoch=leader_epoch)])]), 0)
 
 
@@ -133,3 +137,18 @@ def test_state_is_written_read_fenced_and_survives_a_restart(start_broker) -> No
     assert first_partition(read_state(broker, 0, 6)).error_code == ErrorCode.INVALID_REQUEST
     gone = first_partition(read_summary(broker, 0))
     assert (gone.error_code, gone.start_offset, gone.delivery_complete_count) == (0, -1, -1)
+
+    # A deleted topic's share state is deleted with it (Kafka's maybeCleanupShareState).
+    created = send(broker, CreateTopicsRequest(timeout_ms=5000, topics=[CreatableTopic(
+        name="share-state-topic", num_partitions=1, replication_factor=1)]), 7).topics[0]
+    assert created.error_code == 0
+    topic_id = created.topic_id
+    assert first_partition(initialize_state(broker, 0, 1, 0, topic_id)).error_code == 0
+    assert first_partition(read_state(broker, 0, 0, topic_id)).error_code == 0
+    deleted = send(broker, DeleteTopicsRequest(timeout_ms=5000, topic_names=["share-state-topic"]), 5)
+    assert deleted.responses[0].error_code == 0
+    deadline = time.monotonic() + 10
+    while first_partition(read_state(broker, 0, 0, topic_id)).error_code == 0:
+        assert time.monotonic() < deadline, "the deleted topic's share state is still there"
+        time.sleep(0.05)
+    assert first_partition(read_state(broker, 0, 0, topic_id)).error_code == ErrorCode.INVALID_REQUEST
