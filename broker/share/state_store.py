@@ -260,11 +260,13 @@ class ShareStateStore:
     def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareSnapshot | None:
         """ReadShareGroupState: the state (None: never written), refused with
         FENCED_LEADER_EPOCH below the highest leader epoch seen; fences older leaders from
-        then on (in memory only)."""
+        then on (in memory only). A leader epoch of -1 is neither checked nor fences."""
         _check_request(key, ())
         entry = self._entries.get(key)
         if entry is None:
             return None
+        if leader_epoch == -1:  # not checked, nothing fenced (Kafka's rule)
+            return entry.state.snapshot
         if entry.leader_epoch_fence > leader_epoch:
             raise FencedLeaderEpochError(f"{key}: leader epoch {leader_epoch} < {entry.leader_epoch_fence}")
         entry.leader_epoch_fence = leader_epoch

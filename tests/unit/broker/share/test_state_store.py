@@ -213,3 +213,10 @@ def test_epochs_of_minus_one_are_not_fenced() -> None:
         coordinator.write(state_epoch=2, leader_epoch=5)
     coordinator.write(state_epoch=-1, leader_epoch=-1)
     assert coordinator.store.state(KEY) == ShareState(ShareSnapshot(3, 5, 0, ()), 0)
+
+
+def test_a_read_at_leader_epoch_minus_one_is_not_fenced_and_fences_nothing() -> None:
+    coordinator = Coordinator()
+    coordinator.write(StateBatch(0, 0, AVAILABLE, 1), leader_epoch=3)
+    assert coordinator.store.read_state(KEY, leader_epoch=-1) is not None
+    coordinator.write(leader_epoch=3)  # still allowed: the read moved no fence

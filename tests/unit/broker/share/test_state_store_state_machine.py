@@ -159,12 +159,13 @@ def machine_for(store_class: type[ShareStateStore], config: ShareStateStoreConfi
             model = self.models.get(key)
             if model is None:
                 assert self.store.read_state(key, leader_epoch=leader_epoch) is None
-            elif model.leader_fence > leader_epoch:
+            elif leader_epoch != -1 and model.leader_fence > leader_epoch:  # -1: not checked
                 with pytest.raises(FencedLeaderEpochError):
                     self.store.read_state(key, leader_epoch=leader_epoch)
             else:
                 assert self.store.read_state(key, leader_epoch=leader_epoch) == self.store.state(key).snapshot  # type: ignore[union-attr]
-                model.leader_fence = leader_epoch
+                if leader_epoch != -1:
+                    model.leader_fence = leader_epoch
 
         @invariant()
         def the_writer_holds_the_models_state(self) -> None:
