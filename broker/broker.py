@@ -33,6 +33,8 @@ from broker.node_client import NodeClients
 from broker.purgatory_reaper import PurgatoryReaper
 from broker.replicated_answers import call_when_replicated
 from broker.replication import ReplicationService
+from broker.share.coordinator_config import SHARE_GROUP_STATE_TOPIC
+from broker.share.coordinator_service import ShareCoordinatorService
 from broker.share.memory_persister import MemorySharePersister
 from broker.share.persister import SharePersister
 from broker.transaction.service import TransactionService
@@ -100,9 +102,12 @@ class Broker:
     replication: ReplicationService | None = None
     # flush.messages: the flushes appends wait for, one round per log dir (group commit)
     group_commit: GroupCommit = field(default_factory=GroupCommit, repr=False)
-    # share groups: the share coordinator's state as a partition leader reaches it
-    share_persister: SharePersister = field(default_factory=MemorySharePersister, repr=False)
     _moved: dict[tuple[str, int], None] = field(default_factory=dict, repr=False)
+    # share groups (KIP-932): the share coordinator over __share_group_state, and the one
+    # persister the share partitions' leaders and the group coordinator use (broker.share;
+    # Broker.create sets the network persister, the memory one is for brokers built in tests)
+    share_coordinator: ShareCoordinatorService | None = None
+    share_persister: SharePersister = field(default_factory=MemorySharePersister, repr=False)
 
     @classmethod
     def create(cls, config: BrokerConfig, *, clock: Clock) -> Broker:
@@ -208,7 +213,24 @@ class Broker:
             replica_manager.on_local_changes.append(broker._partitions_stopped)
         replica_manager.resolve_default_config = broker._dynamic_log_config
         broker.transactions.coordinator.after_replication = broker._after_transaction_replicated
+        broker._create_share_coordinator()
         return broker
+
+    def _create_share_coordinator(self) -> None:
+        from broker.share.network_persister import NetworkSharePersister
+
+        config, kraft = self.config.share_coordinator_config, self.config.kraft.is_kraft
+        self.share_coordinator = ShareCoordinatorService(
+            config, replica_manager=self.replica_manager, controller=self.controller,
+            appender=self.appender, clock=self.clock,
+            # a single node: one replica and the broker's min.insync.replicas, as the other
+            # internal topics (the cluster's values are not capped: see the service)
+            replication_factor=config.state_topic_replication_factor if kraft else 1,
+            min_insync_replicas=config.state_topic_min_isr if kraft else None,
+            owns_all=not kraft)
+        self.share_coordinator.attach(self)
+        self.replica_manager.on_topics_deleted.append(self.share_coordinator.topics_deleted)
+        self.share_persister = NetworkSharePersister.for_broker(self.share_coordinator, self)
 
     def _after_transaction_replicated(self, transactional_id: str, then: Callable[[], None]) -> None:
         key = (TRANSACTION_STATE_TOPIC, self.transactions.state_log.partition_for(transactional_id))
@@ -247,6 +269,8 @@ class Broker:
         if self.quorum is None:  # a cluster loads what this node leads as it is elected
             self.offsets_loader.schedule()
             self.transactions.load()  # before serving: no COORDINATOR_LOAD_IN_PROGRESS window
+            if self.share_coordinator is not None:
+                self.share_coordinator.load()
 
     def _join_quorum(self) -> None:
         """KRaft: the Raft node over the metadata log just opened (started by the daemon)."""
@@ -369,6 +393,8 @@ class Broker:
         for topic, elect, resign in (
             (OFFSETS_TOPIC, self.offsets_loader.elect, self.offsets_loader.resign),
             (TRANSACTION_STATE_TOPIC, self.transactions.elect, self.transactions.resign),
+            *(() if self.share_coordinator is None else (
+                (SHARE_GROUP_STATE_TOPIC, self.share_coordinator.elect, self.share_coordinator.resign),)),
         ):
             elections = coordinator_elections(changes, topic)
             for index, leader_epoch in elections.elected:

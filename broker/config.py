@@ -46,6 +46,7 @@ from broker.sasl.config import (
     listener_security,
     parse_protocol_map,
 )
+from broker.share.coordinator_config import ShareCoordinatorConfig
 from broker.tls.config import client_context, tls_settings
 from broker.transaction.coordinator import TransactionConfig
 from replication.metadata.group_config import ShareGroupSettings
@@ -207,6 +208,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": BrokerKey(
         "3600000", _integer(1, INT_MAX)),
     "transaction.partition.verification.enable": BrokerKey("true", _boolean),
+    # The share coordinator (KIP-932, Kafka's ShareCoordinatorConfig; broker.share).
+    "share.coordinator.state.topic.num.partitions": BrokerKey("50", _integer(1, INT_MAX)),
+    "share.coordinator.state.topic.replication.factor": BrokerKey("3", _integer(1, 32767)),
+    "share.coordinator.state.topic.min.isr": BrokerKey("2", _integer(1, 32767)),
+    "share.coordinator.state.topic.segment.bytes": BrokerKey("104857600", _integer(1, INT_MAX)),
+    "share.coordinator.snapshot.update.records.per.snapshot": BrokerKey("500", _integer(0, 500)),
+    "share.coordinator.write.timeout.ms": BrokerKey("5000", _integer(1, INT_MAX)),
     "metrics.port": BrokerKey("0", _integer(0, 65535)),
     # KRaft: roles, the controller quorum and its listeners (broker.kraft_config; Kafka's
     # KRaftConfigs, QuorumConfig, ReplicationConfigs). No process.roles = Samsa's single node.
@@ -333,6 +341,7 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
     transaction_config: TransactionConfig = field(default_factory=TransactionConfig)
+    share_coordinator_config: ShareCoordinatorConfig = field(default_factory=ShareCoordinatorConfig)
     listener_security: Mapping[str, ListenerSecurity] = field(default_factory=dict)  # by name
     authorizer_class_name: str = ""
     allow_everyone_if_no_acl_found: bool = False
@@ -418,6 +427,7 @@ class BrokerConfig:
             offsets_retention_check_interval_ms=_int(values, "offsets.retention.check.interval.ms"),
             offset_metadata_max_bytes=_int(values, "offset.metadata.max.bytes"),
             transaction_config=_transaction_config(values),
+            share_coordinator_config=_share_coordinator_config(values),
             authorizer_class_name=str(values["authorizer.class.name"]),
             allow_everyone_if_no_acl_found=bool(values["allow.everyone.if.no.acl.found"]),
             super_users=str(values["super.users"]),
@@ -466,6 +476,18 @@ def _transaction_config(values: Mapping[str, object]) -> TransactionConfig:
         transaction_state_log_segment_bytes=_int(values, "transaction.state.log.segment.bytes"),
         transaction_partition_verification_enable=bool(
             values["transaction.partition.verification.enable"]),
+    )
+
+
+def _share_coordinator_config(values: Mapping[str, object]) -> ShareCoordinatorConfig:
+    return ShareCoordinatorConfig(
+        state_topic_num_partitions=_int(values, "share.coordinator.state.topic.num.partitions"),
+        state_topic_replication_factor=_int(values, "share.coordinator.state.topic.replication.factor"),
+        state_topic_min_isr=_int(values, "share.coordinator.state.topic.min.isr"),
+        state_topic_segment_bytes=_int(values, "share.coordinator.state.topic.segment.bytes"),
+        snapshot_update_records_per_snapshot=_int(
+            values, "share.coordinator.snapshot.update.records.per.snapshot"),
+        write_timeout_ms=_int(values, "share.coordinator.write.timeout.ms"),
     )
 
 

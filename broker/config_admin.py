@@ -148,6 +148,13 @@ _BROKER_ONLY_TYPES: dict[str, int] = {
     "transaction.state.log.min.isr": INT, "transaction.state.log.num.partitions": INT,
     "transaction.state.log.replication.factor": SHORT,
     "transaction.state.log.segment.bytes": INT, "transactional.id.expiration.ms": INT,
+    # Kafka's ShareCoordinatorConfig types
+    "share.coordinator.state.topic.num.partitions": INT,
+    "share.coordinator.state.topic.replication.factor": SHORT,
+    "share.coordinator.state.topic.min.isr": SHORT,
+    "share.coordinator.state.topic.segment.bytes": INT,
+    "share.coordinator.snapshot.update.records.per.snapshot": INT,
+    "share.coordinator.write.timeout.ms": INT,
 }
 
 # A topic config -> its broker-wide default's first synonym (Kafka's TOPIC_CONFIG_SYNONYMS).

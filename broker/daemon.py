@@ -66,6 +66,8 @@ async def serve(
         broker.replication.start()
     broker.offsets_loader.start()
     broker.transactions.start()  # a cluster's elected __transaction_state partitions
+    if broker.share_coordinator is not None:  # a cluster's elected __share_group_state partitions
+        broker.share_coordinator.start()
     scheduler.start()
     logger.info("node %d serving on %s (%s)", config.node_id,
                 ", ".join(map(str, bound)), loop_name(loop))
@@ -87,6 +89,11 @@ async def serve(
         await server.stop()
         await broker.offsets_loader.stop()
         await broker.transactions.stop()
+        if broker.share_coordinator is not None:
+            await broker.share_coordinator.stop()
+        close_persister = getattr(broker.share_persister, "close", None)
+        if close_persister is not None:
+            await close_persister()
         if isinstance(broker.controller, LocalController):
             await broker.controller.drain()  # metadata writes under way
         await broker.replica_manager.drain()  # logs being created or deleted

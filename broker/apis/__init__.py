@@ -205,6 +205,12 @@ API_MODULES = (
     "create_acls",
     "describe_acls",
     "delete_acls",
+    # the share coordinator's broker-to-broker APIs (KIP-932)
+    "initialize_share_group_state",
+    "read_share_group_state",
+    "write_share_group_state",
+    "delete_share_group_state",
+    "read_share_group_state_summary",
     "envelope",  # controller listeners only (KIP-590)
 )
 

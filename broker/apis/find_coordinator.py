@@ -2,7 +2,11 @@
 
 Key type GROUP (0): the coordinator of a group is the leader of its ``__consumer_offsets``
 partition (``partition_for``); key type TRANSACTION (1): the leader of the transactional id's
-``__transaction_state`` partition. Any other key type (SHARE in Kafka 4): INVALID_REQUEST.
+``__transaction_state`` partition; key type SHARE (2, v6+, KIP-932): the share coordinator of a
+share partition, the leader of its ``__share_group_state`` partition, the key being
+``"<group id>:<topic id>:<partition>"`` (``broker.share.coordinator_key``: Kafka's text form of
+the topic id, Kafka's partition rule); a malformed key, or SHARE below v6: INVALID_REQUEST. Any
+other key type: INVALID_REQUEST.
 v0–v3 ask for one ``key`` and get top-level fields (v0: a group, no key type, no error
 message); v4+ batch ``coordinator_keys`` and get one ``coordinators`` entry per key (KIP-699).
 v0 is served as Kafka 4 serves it: librdkafka before 2.11 (Debian's kcat 1.7.1 has 2.0.2)
@@ -30,7 +34,8 @@ listener → COORDINATOR_NOT_AVAILABLE; else that broker's endpoint. Every node 
 from the same image.
 
 Authorization (with an authorizer): DESCRIBE on the group / transactional id, else
-GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED; key type SHARE (asked by
+brokers): CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -39,13 +44,16 @@ import logging
 from collections.abc import Awaitable
 
 from broker.apis import ApiSpec, RequestContext, register
-from broker.auth import authorize
+from broker.auth import authorize, authorize_cluster
 from broker.auth.acl import AclOperation, ResourceType
 from broker.commits import when_committed
 from broker.config import endpoint_for
 from broker.group.offsets import OFFSETS_TOPIC
+from broker.share.coordinator_config import SHARE_GROUP_STATE_TOPIC
+from broker.share.coordinator_key import parse_coordinator_key
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
 from protocol.errors import (
+    ClusterAuthorizationFailedError,
     CoordinatorNotAvailableError,
     GroupAuthorizationFailedError,
     InvalidRequestError,
@@ -59,6 +67,8 @@ logger = logging.getLogger("samsa.broker.apis.find_coordinator")
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
+SHARE_MIN_VERSION = 6
 BATCHED_VERSION = 4
 NO_LEADER = -1
 
@@ -95,6 +105,9 @@ def _create_internal_topic(context: RequestContext, key_type: int) -> str | None
     if key_type == GROUP_KEY_TYPE:
         store = getattr(broker, "offset_store", None)
         topic, create = OFFSETS_TOPIC, None if store is None else store.ensure_topic
+    elif key_type == SHARE_KEY_TYPE:
+        share = getattr(broker, "share_coordinator", None)
+        topic, create = SHARE_GROUP_STATE_TOPIC, None if share is None else share.ensure_topic
     else:
         transactions = getattr(broker, "transactions", None)
         topic = TRANSACTION_STATE_TOPIC
@@ -109,8 +122,18 @@ def _create_internal_topic(context: RequestContext, key_type: int) -> str | None
 
 
 def _coordinator(context: RequestContext, key: str, key_type: int) -> Coordinator:
-    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE):
         return _failed(key, InvalidRequestError(f"unknown coordinator key type {key_type}"))
+    if key_type == SHARE_KEY_TYPE:
+        if context.api_version < SHARE_MIN_VERSION:
+            return _failed(key, InvalidRequestError(
+                f"key type SHARE needs FindCoordinator v{SHARE_MIN_VERSION}+"))
+        if not authorize_cluster(context, AclOperation.CLUSTER_ACTION):
+            return _failed(key, ClusterAuthorizationFailedError())
+        try:
+            parse_coordinator_key(key)
+        except KafkaError as error:
+            return _failed(key, error)
     if key_type == GROUP_KEY_TYPE and not authorize(
         context, AclOperation.DESCRIBE, ResourceType.GROUP, key
     ):
@@ -135,6 +158,12 @@ def _cluster_coordinator(context: RequestContext, key: str, key_type: int) -> Co
     if key_type == GROUP_KEY_TYPE:
         topic, index = OFFSETS_TOPIC, broker.offset_store.partition_for(key)
         create = broker.offset_store.ensure_topic
+    elif key_type == SHARE_KEY_TYPE:
+        share = broker.share_coordinator
+        if share is None:
+            return _failed(key, CoordinatorNotAvailableError("no share coordinator on this node"))
+        topic, index = SHARE_GROUP_STATE_TOPIC, share.partition_for(parse_coordinator_key(key))
+        create = share.ensure_topic
     else:
         state_log = broker.transactions.state_log
         topic, index = TRANSACTION_STATE_TOPIC, state_log.partition_for(key)

@@ -15,6 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from broker.share.coordinator_key import kafka_uuid_string
+from protocol.messages import delete_share_group_state_request as delete_share
+from protocol.messages import initialize_share_group_state_request as initialize_share
+from protocol.messages import read_share_group_state_request as read_share
+from protocol.messages import read_share_group_state_summary_request as summary_share
+from protocol.messages import write_share_group_state_request as write_share
 from protocol.messages.api_versions_request import ApiVersionsRequest
 from protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.messages.delete_records_request import (
@@ -75,6 +81,7 @@ __all__ = ["VALID_REQUESTS", "Scene"]
 RECORDS_PER_BATCH = 2
 EARLIEST, LATEST = -2, -1
 CONSUMER_GROUP_KEY = 0
+SHARE_KEY, SHARE_MIN_VERSION = 2, 6
 CLUSTER_METADATA = "__cluster_metadata"
 TOPIC_RESOURCE = 2
 
@@ -176,6 +183,9 @@ def fetched_offsets(scene: Scene, version: int, response: Any) -> None:
 
 
 def find_coordinator(scene: Scene, version: int) -> FindCoordinatorRequest:
+    if version >= SHARE_MIN_VERSION:  # key type SHARE; creates __share_group_state for 83-87
+        share_key = f"{scene.group}:{kafka_uuid_string(scene.topic_id)}:0"
+        return FindCoordinatorRequest(key_type=SHARE_KEY, coordinator_keys=[share_key])
     if version >= 4:
         return FindCoordinatorRequest(key_type=CONSUMER_GROUP_KEY, coordinator_keys=[scene.group])
     return FindCoordinatorRequest(key=scene.group, key_type=CONSUMER_GROUP_KEY)
@@ -184,6 +194,52 @@ def find_coordinator(scene: Scene, version: int) -> FindCoordinatorRequest:
 def found_coordinator(scene: Scene, version: int, response: Any) -> None:
     node_id = response.coordinators[0].node_id if version >= 4 else response.node_id
     assert node_id >= 0
+
+
+def initialize_share_state(scene: Scene, version: int) -> Any:
+    return initialize_share.InitializeShareGroupStateRequest(group_id=scene.group, topics=[
+        initialize_share.InitializeStateData(topic_id=scene.topic_id, partitions=[
+            initialize_share.PartitionData(partition=0, state_epoch=1, start_offset=0)])])
+
+
+def write_share_state(scene: Scene, version: int) -> Any:
+    return write_share.WriteShareGroupStateRequest(group_id=scene.group, topics=[
+        write_share.WriteStateData(topic_id=scene.topic_id, partitions=[write_share.PartitionData(
+            partition=0, state_epoch=1, leader_epoch=0, start_offset=0, delivery_complete_count=2,
+            state_batches=[write_share.StateBatch(first_offset=0, last_offset=1, delivery_state=2,
+                                                  delivery_count=1)])])])
+
+
+def read_share_state(scene: Scene, version: int) -> Any:
+    return read_share.ReadShareGroupStateRequest(group_id=scene.group, topics=[
+        read_share.ReadStateData(topic_id=scene.topic_id, partitions=[
+            read_share.PartitionData(partition=0, leader_epoch=0)])])
+
+
+def read_share_state_back(scene: Scene, version: int, response: Any) -> None:
+    partition = response.results[0].partitions[0]
+    assert (partition.state_epoch, partition.start_offset) == (1, 0)
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in partition.state_batches] == [(0, 1, 2, 1)]
+
+
+def summarize_share_state(scene: Scene, version: int) -> Any:
+    return summary_share.ReadShareGroupStateSummaryRequest(group_id=scene.group, topics=[
+        summary_share.ReadStateSummaryData(topic_id=scene.topic_id, partitions=[
+            summary_share.PartitionData(partition=0, leader_epoch=0)])])
+
+
+def summarized_share_state(scene: Scene, version: int, response: Any) -> None:
+    partition = response.results[0].partitions[0]
+    assert (partition.state_epoch, partition.start_offset) == (1, 0)
+    if version >= 1:  # the count of the last write at v1 (written with -1 at v0)
+        assert partition.delivery_complete_count == 2
+
+
+def delete_share_state(scene: Scene, version: int) -> Any:
+    return delete_share.DeleteShareGroupStateRequest(group_id=scene.group, topics=[
+        delete_share.DeleteStateData(topic_id=scene.topic_id, partitions=[
+            delete_share.PartitionData(partition=0)])])
 
 
 def offset_for_leader_epoch(scene: Scene, version: int) -> OffsetForLeaderEpochRequest:
@@ -240,4 +296,10 @@ VALID_REQUESTS: dict[int, tuple[Build, Check]] = {
     60: (lambda scene, version: DescribeClusterRequest(), nothing_more),
     75: (lambda scene, version: DescribeTopicPartitionsRequest(
         topics=[TopicRequest(name=scene.topic)]), nothing_more),
+    # the share coordinator's APIs (KIP-932), in the order a share partition's life takes them
+    83: (initialize_share_state, nothing_more),
+    85: (write_share_state, nothing_more),
+    84: (read_share_state, read_share_state_back),
+    87: (summarize_share_state, summarized_share_state),
+    86: (delete_share_state, nothing_more),
 }

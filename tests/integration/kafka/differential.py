@@ -121,8 +121,7 @@ MISSING_APIS: list[tuple[tuple[int, ...], str]] = [
     ((68, 69), "ConsumerGroupHeartbeat/Describe (KIP-848, group.protocol=consumer): not "
      "implemented; the classic protocol is"),
     ((74,), "ListClientMetricsResources (KIP-714): no client metrics"),
-    ((78, 79, 83, 84, 85, 86, 87), "share groups (KIP-932: fetch, acknowledge, share-group "
-     "state): not implemented"),
+    ((78, 79), "share groups (KIP-932: ShareFetch, ShareAcknowledge): not implemented"),
     ((80, 81), "Add/RemoveRaftVoter (KIP-853 dynamic quorums): Samsa's voters are static"),
     ((88, 89), "streams groups (KIP-1071: StreamsGroupHeartbeat/Describe): not implemented"),
 ]
@@ -180,7 +179,8 @@ _SET_BY_THE_KAFKA_NODE = (  # compat/apache_kafka.py ApacheKafka.properties(): K
     "listeners", "advertised.listeners", "controller.listener.names", "controller.quorum.voters",
     "inter.broker.listener.name", "listener.security.protocol.map", "log.dirs", "node.id",
     "process.roles", "offsets.topic.replication.factor", "transaction.state.log.min.isr",
-    "transaction.state.log.replication.factor")
+    "transaction.state.log.replication.factor", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr")
 _SET_ON_BOTH = {("listeners", "config_source"), ("log.dirs", "config_source"),
                 ("node.id", "value")}  # the same value, or both set (STATIC_BROKER_CONFIG)
 _DYNAMIC_IN_KAFKA_ONLY = (  # Kafka can change these per broker at run time; Samsa cannot

@@ -22,6 +22,7 @@ KAFKA_4_MINIMUM = {
     17: 0, 36: 0, 50: 0, 51: 0,  # SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials
     76: 1, 77: 1,  # ShareGroupHeartbeat, ShareGroupDescribe (v0 was Kafka 4.0's early access)
     90: 0, 91: 0, 92: 0,  # Describe/Alter/DeleteShareGroupOffsets
+    83: 0, 84: 0, 85: 0, 86: 0, 87: 0,  # the share coordinator's state APIs (KIP-932)
 }
 # SamsaDescribeLogSegments, SamsaConditionalProduce, SamsaReadKey (protocol/schemas/)
 SAMSA_APIS = {10000: 0, 10001: 0, 10002: 0}
