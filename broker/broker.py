@@ -33,6 +33,8 @@ from broker.node_client import NodeClients
 from broker.purgatory_reaper import PurgatoryReaper
 from broker.replicated_answers import call_when_replicated
 from broker.replication import ReplicationService
+from broker.share.memory_persister import MemorySharePersister
+from broker.share.persister import SharePersister
 from broker.transaction.service import TransactionService
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
 from replication.append import ReplicaAppender
@@ -97,6 +99,8 @@ class Broker:
     replication: ReplicationService | None = None
     # flush.messages: the flushes appends wait for, one round per log dir (group commit)
     group_commit: GroupCommit = field(default_factory=GroupCommit, repr=False)
+    # share groups: the share coordinator's state as a partition leader reaches it
+    share_persister: SharePersister = field(default_factory=MemorySharePersister, repr=False)
     _moved: dict[tuple[str, int], None] = field(default_factory=dict, repr=False)
 
     @classmethod
