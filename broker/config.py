@@ -48,6 +48,7 @@ from broker.sasl.config import (
 )
 from broker.tls.config import client_context, tls_settings
 from broker.transaction.coordinator import TransactionConfig
+from replication.metadata.group_config import ShareGroupSettings
 from replication.metadata.log import MetadataLogConfig
 from storage.config import LONG_MAX, LogConfig
 from storage.errors import ConfigError
@@ -190,6 +191,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "group.max.session.timeout.ms": BrokerKey("1800000", _integer(0, INT_MAX)),
     "group.max.size": BrokerKey(str(INT_MAX), _integer(1, INT_MAX)),
     "group.initial.rebalance.delay.ms": BrokerKey("3000", _integer(0, INT_MAX)),
+    # share groups (KIP-932): Kafka's broker defaults of the share.* group configs
+    "group.share.session.timeout.ms": BrokerKey("45000", _integer(1, INT_MAX)),
+    "group.share.heartbeat.interval.ms": BrokerKey("5000", _integer(1, INT_MAX)),
+    "group.share.max.size": BrokerKey("200", _integer(1, 1000)),
+    "group.share.record.lock.duration.ms": BrokerKey("30000", _integer(1000, 3600000)),
+    "group.share.delivery.count.limit": BrokerKey("5", _integer(2, 10)),
+    "group.share.partition.max.record.locks": BrokerKey("2000", _integer(100, 10000)),
     "transaction.state.log.num.partitions": BrokerKey("50", _integer(1, INT_MAX)),
     "transaction.state.log.segment.bytes": BrokerKey("104857600", _integer(1, INT_MAX)),
     "transaction.max.timeout.ms": BrokerKey("900000", _integer(1, INT_MAX)),
@@ -334,6 +342,20 @@ class BrokerConfig:
     # This node as a client of other nodes' TLS listeners (inter-broker, controller), by
     # listener name: built from that listener's ssl.* keys (broker.tls.config).
     node_ssl_contexts: Mapping[str, ssl.SSLContext] = field(default_factory=dict, compare=False)
+
+    @property
+    def share_group_defaults(self) -> ShareGroupSettings:
+        """The ``group.share.*`` defaults a share group's own configs override
+        (``replication.metadata.group_config.share_settings``)."""
+        values = self.properties
+        return ShareGroupSettings(
+            session_timeout_ms=int(values["group.share.session.timeout.ms"]),
+            heartbeat_interval_ms=int(values["group.share.heartbeat.interval.ms"]),
+            record_lock_duration_ms=int(values["group.share.record.lock.duration.ms"]),
+            delivery_count_limit=int(values["group.share.delivery.count.limit"]),
+            partition_max_record_locks=int(values["group.share.partition.max.record.locks"]),
+            max_size=int(values["group.share.max.size"]),
+        )
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:

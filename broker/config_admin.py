@@ -35,7 +35,7 @@ from broker.sasl.config import is_security_key
 from protocol.errors import InvalidRequestError, KafkaError
 from replication.controller.proposal import Proposal
 from replication.metadata.config_control import Changes, current_configs
-from replication.metadata.group_config import group_config_values
+from replication.metadata.group_config import GROUP_CONFIG_TYPES, group_config_values
 from replication.metadata.image import (
     BROKER_RESOURCE_TYPE,
     GROUP_RESOURCE_TYPE,
@@ -338,7 +338,7 @@ def describe_group(image: MetadataImage, group_id: str) -> list[ConfigEntry]:
         source = ConfigSource.GROUP_CONFIG if name in own else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(
             name=name, value=value, source=source, read_only=False, is_sensitive=False,
-            config_type=INT, synonyms=(Synonym(name, value, source),),
+            config_type=GROUP_CONFIG_TYPES.get(name, INT), synonyms=(Synonym(name, value, source),),
         ))
     return entries
 

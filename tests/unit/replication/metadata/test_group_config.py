@@ -18,7 +18,8 @@ from replication.metadata.config_control import (
 )
 from replication.metadata.group_config import (
     GROUP_CONFIG_DEFAULTS,
-    GROUP_CONFIG_KEYS,
+    ShareGroupSettings,
+    share_settings,
     validate_group_configs,
 )
 from replication.metadata.image import GROUP_RESOURCE_TYPE, MetadataImage
@@ -42,7 +43,7 @@ def test_set_and_delete_of_a_group_that_does_not_exist() -> None:
     _alter(image, "my-group", ("consumer.session.timeout.ms", SET, "50000"))
     assert image.group_configs == {"my-group": {"consumer.session.timeout.ms": "50000"}}
     entries = {entry.name: entry for entry in describe_group(image, "my-group")}
-    assert set(entries) == set(GROUP_CONFIG_KEYS)
+    assert set(entries) == set(GROUP_CONFIG_DEFAULTS)
     session = entries["consumer.session.timeout.ms"]
     assert (session.value, session.source) == ("50000", ConfigSource.GROUP_CONFIG)
     assert entries["consumer.heartbeat.interval.ms"].source == ConfigSource.DEFAULT_CONFIG
@@ -69,6 +70,14 @@ def test_an_unchanged_value_writes_no_record() -> None:
         ({"share.record.lock.duration.ms": "999"}, "Value must be at least 1000"),
         ({"share.heartbeat.interval.ms": "fast"}, "Not a number of type INT"),
         ({"group.protocol": "consumer"}, "Unknown group config name: group.protocol"),
+        ({"share.delivery.count.limit": "11"}, "less than or equal to group.share.max.delivery"),
+        ({"share.delivery.count.limit": "1"}, "Value must be at least 2"),
+        ({"share.partition.max.record.locks": "4001"}, "less than or equal to group.share.max.partition"),
+        ({"share.auto.offset.reset": "by_duration:PT1H"}, "String must be one of: latest, earliest"),
+        ({"share.isolation.level": "serializable"}, "share.isolation.level"),
+        ({"samsa.share.dead.letter.topic": "no spaces"}, "not a legal topic name"),
+        ({"samsa.share.record.expiry.ms": "0"}, "must be -1 \\(never\\) or positive"),
+        ({"share.renew.acknowledge.enable": "true"}, "Unknown group config name"),
     ],
 )
 def test_bad_group_configs_are_invalid_config(configs: dict[str, str], message: str) -> None:
@@ -94,3 +103,33 @@ def test_consumer_bounds_match_the_model(session: int, heartbeat: int) -> None:
     else:
         with pytest.raises(InvalidConfigError):
             validate_group_configs(configs)
+
+
+def test_share_keys_are_described_with_their_types() -> None:
+    image = MetadataImage()
+    _alter(image, "q", ("samsa.share.dead.letter.topic", SET, "q-dlq"),
+           ("share.auto.offset.reset", SET, "earliest"))
+    entries = {entry.name: entry for entry in describe_group(image, "q")}
+    assert (entries["samsa.share.dead.letter.topic"].value, entries["samsa.share.dead.letter.topic"].config_type,
+            entries["samsa.share.dead.letter.topic"].source) == ("q-dlq", 2, ConfigSource.GROUP_CONFIG)
+    assert (entries["samsa.share.record.expiry.ms"].value, entries["samsa.share.record.expiry.ms"].config_type) == ("-1", 5)
+    assert (entries["share.delivery.count.limit"].value, entries["share.delivery.count.limit"].config_type) == ("5", 3)
+    assert entries["share.isolation.level"].value == "read_uncommitted"
+
+
+def test_share_settings_take_the_group_configs_over_the_broker_defaults() -> None:
+    image = MetadataImage()
+    defaults = ShareGroupSettings(delivery_count_limit=7, record_lock_duration_ms=20000, max_size=3)
+    assert share_settings(image, "q", defaults=defaults) == defaults
+    assert share_settings(image, "q") == ShareGroupSettings()
+    _alter(image, "q", ("share.delivery.count.limit", SET, "3"),
+           ("samsa.share.dead.letter.topic", SET, "q-dlq"),
+           ("samsa.share.record.expiry.ms", SET, "60000"),
+           ("share.heartbeat.interval.ms", SET, "6000"))
+    settings = share_settings(image, "q", defaults=defaults)
+    assert (settings.delivery_count_limit, settings.record_lock_duration_ms, settings.max_size) == (3, 20000, 3)
+    assert (settings.dead_letter_topic, settings.record_expiry_ms, settings.heartbeat_interval_ms) == \
+        ("q-dlq", 60000, 6000)
+    _alter(image, "q", ("samsa.share.dead.letter.topic", SET, ""), ("samsa.share.record.expiry.ms", SET, "-1"))
+    settings = share_settings(image, "q", defaults=defaults)
+    assert (settings.dead_letter_topic, settings.record_expiry_ms) == (None, None)
