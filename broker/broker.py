@@ -15,6 +15,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from broker.apis import BROKER_LISTENER, listener_type
 from broker.auth.authorizer import Authorizer, parse_super_users
@@ -34,6 +35,7 @@ from broker.purgatory_reaper import PurgatoryReaper
 from broker.replicated_answers import call_when_replicated
 from broker.replication import ReplicationService
 from broker.share.memory_persister import MemorySharePersister
+from broker.share.partition_manager import SharePartitionManager
 from broker.share.persister import SharePersister
 from broker.transaction.service import TransactionService
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
@@ -101,6 +103,7 @@ class Broker:
     group_commit: GroupCommit = field(default_factory=GroupCommit, repr=False)
     # share groups: the share coordinator's state as a partition leader reaches it
     share_persister: SharePersister = field(default_factory=MemorySharePersister, repr=False)
+    share_partitions: SharePartitionManager | None = field(default=None, repr=False)  # set by create
     _moved: dict[tuple[str, int], None] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -193,6 +196,7 @@ class Broker:
                 allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
             )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
+        broker.share_partitions = broker._share_partition_manager()
         # coordinators wait (LOAD_IN_PROGRESS) while their internal partition is being created
         group_coordinator.partitions.pending = offset_store.partition_pending
         broker.transactions.coordinator.partitions.pending = broker.transactions.state_log.partition_pending
@@ -205,6 +209,25 @@ class Broker:
         replica_manager.resolve_default_config = broker._dynamic_log_config
         broker.transactions.coordinator.after_replication = broker._after_transaction_replicated
         return broker
+
+    def _share_partition_manager(self) -> SharePartitionManager:
+        """ShareFetch/ShareAcknowledge's share partitions (``broker.share.partition_manager``)."""
+        from replication.metadata.group_config import share_settings
+
+        def topic_name(topic_id: UUID) -> str | None:
+            image = self.replica_manager.topic_by_id(topic_id)
+            return None if image is None else image.name
+
+        return SharePartitionManager(
+            persister=lambda: self.share_persister,
+            partition_of=self.replica_manager.partition_or_error,
+            topic_name=topic_name,
+            settings_of=lambda group_id: share_settings(
+                self.replica_manager.image, group_id, defaults=self.config.share_group_defaults),
+            clock=self.clock,
+            wake=lambda topic, index: self.appender.fetch_purgatory.check_and_complete((topic, index)),
+            max_sessions=int(self.config.properties["group.share.max.share.sessions"]),
+        )
 
     def _after_transaction_replicated(self, transactional_id: str, then: Callable[[], None]) -> None:
         key = (TRANSACTION_STATE_TOPIC, self.transactions.state_log.partition_for(transactional_id))

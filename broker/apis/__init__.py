@@ -185,6 +185,8 @@ API_MODULES = (
     "list_groups",
     "describe_groups",
     "delete_groups",
+    "share_fetch",
+    "share_acknowledge",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "end_txn",
