@@ -11,6 +11,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
@@ -36,6 +37,7 @@ from protocol.messages.share_fetch_request import (
     ShareFetchRequest,
 )
 from protocol.records import Record, encode_batch, iter_batches
+from tests.integration.conftest import BrokerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -80,8 +82,9 @@ class Wire:
 class Member:
     """A share consumer speaking raw ShareFetch/ShareAcknowledge v1 over its own connection."""
 
-    def __init__(self, broker: Any, member_id: str, topic_id: UUID) -> None:
+    def __init__(self, broker: Any, member_id: str, topic_id: UUID, group: str = GROUP) -> None:
         self.wire = Wire(broker)
+        self.group = group
         self.member_id = member_id
         self.topic_id = topic_id
         self.epoch = 0
@@ -92,7 +95,7 @@ class Member:
             AcknowledgementBatch(first_offset=first, last_offset=last, acknowledge_types=types)
             for first, last, types in acks or []])
         response = self.wire.call(ShareFetchRequest(
-            group_id=GROUP, member_id=self.member_id, share_session_epoch=self.epoch,
+            group_id=self.group, member_id=self.member_id, share_session_epoch=self.epoch,
             max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, max_records=max_records,
             topics=[FetchTopic(topic_id=self.topic_id, partitions=[partition])] if self.epoch == 0 or acks else []),
             1)
@@ -102,7 +105,7 @@ class Member:
 
     def acknowledge(self, acks: list[tuple[int, int, list[int]]], *, epoch: int | None = None) -> Any:
         response = self.wire.call(ShareAcknowledgeRequest(
-            group_id=GROUP, member_id=self.member_id,
+            group_id=self.group, member_id=self.member_id,
             share_session_epoch=self.epoch if epoch is None else epoch,
             topics=[AcknowledgeTopic(topic_id=self.topic_id, partitions=[AcknowledgePartition(
                 partition_index=0, acknowledgement_batches=[
@@ -133,26 +136,37 @@ def ack_errors(response: Any) -> list[int]:
     return [partition.acknowledge_error_code for topic in response.responses for partition in topic.partitions]
 
 
-def setup_topic(broker: Any) -> tuple[Wire, UUID]:
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the tests that need no restart (each uses its own topic and group)."""
+    path = tmp_path_factory.mktemp("share-fetch")
+    broker = BrokerProcess(log_dir=path / "logs", stderr_path=path / "broker.log",
+                           overrides={key.replace("_", "."): value for key, value in OVERRIDES.items()})
+    broker.start()
+    yield broker
+    assert broker.stop() == 0, broker.log()
+
+
+def setup_topic(broker: Any, topic: str = TOPIC) -> tuple[Wire, UUID]:
     admin = Wire(broker)
     created = admin.call(CreateTopicsRequest(timeout_ms=5000, topics=[CreatableTopic(
-        name=TOPIC, num_partitions=1, replication_factor=1)]), 7)
+        name=topic, num_partitions=1, replication_factor=1)]), 7)
     assert created.topics[0].error_code == 0
-    described = admin.call(MetadataRequest(topics=[MetadataRequestTopic(name=TOPIC)]), 12)
+    described = admin.call(MetadataRequest(topics=[MetadataRequestTopic(name=topic)]), 12)
     return admin, described.topics[0].topic_id
 
 
-def produce(admin: Wire, *values: bytes) -> None:
+def produce(admin: Wire, *values: bytes, topic: str = TOPIC) -> None:
     now = int(time.time() * 1000)
     for value in values:  # one batch per record: acquisitions line up with batches
         batch = encode_batch([Record(offset=0, timestamp=now, key=None, value=value)])
         response = admin.call(ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[TopicProduceData(
-            name=TOPIC, partition_data=[PartitionProduceData(index=0, records=batch)])]), 9)
+            name=topic, partition_data=[PartitionProduceData(index=0, records=batch)])]), 9)
         assert response.responses[0].partition_responses[0].error_code == 0
 
 
-def test_two_members_share_a_partition(start_broker) -> None:  # type: ignore[no-untyped-def]
-    broker = start_broker(**OVERRIDES)
+def test_two_members_share_a_partition(shared_broker: BrokerProcess) -> None:
+    broker = shared_broker
     admin, topic_id = setup_topic(broker)
     a, b = Member(broker, "member-a", topic_id), Member(broker, "member-b", topic_id)
     opened = a.fetch()  # share.auto.offset.reset=latest: starts at the end (nothing yet)
@@ -184,13 +198,13 @@ def test_two_members_share_a_partition(start_broker) -> None:  # type: ignore[no
     assert acquired(a.fetch()) == []
 
 
-def test_long_polls_are_woken_and_closing_releases(start_broker) -> None:  # type: ignore[no-untyped-def]
-    broker = start_broker(**OVERRIDES)
-    _, topic_id = setup_topic(broker)
-    a, b = Member(broker, "member-a", topic_id), Member(broker, "member-b", topic_id)
+def test_long_polls_are_woken_and_closing_releases(shared_broker: BrokerProcess) -> None:
+    broker, topic, group = shared_broker, "share-long-poll", "share-long-poll-group"
+    _, topic_id = setup_topic(broker, topic)
+    a, b = Member(broker, "member-a", topic_id, group), Member(broker, "member-b", topic_id, group)
     assert acquired(a.fetch()) == [] and acquired(b.fetch()) == []
     # a produce wakes a waiting ShareFetch (the delay only makes the fetch wait first)
-    threading.Timer(0.3, lambda: produce(Wire(broker), b"late")).start()
+    threading.Timer(0.3, lambda: produce(Wire(broker), b"late", topic=topic)).start()
     start = time.monotonic()
     assert acquired(a.fetch(max_wait_ms=5000)) == [(0, 1)]
     assert time.monotonic() - start < 3
@@ -200,20 +214,21 @@ def test_long_polls_are_woken_and_closing_releases(start_broker) -> None:  # typ
     assert acquired(b.fetch(max_wait_ms=5000)) == [(0, 2)]
     assert time.monotonic() - start < 0.9  # the release, not the 1 s lock expiry
     # the session's epoch rules
-    wrong = b.wire.call(ShareFetchRequest(group_id=GROUP, member_id="member-b", share_session_epoch=b.epoch + 1,
+    wrong = b.wire.call(ShareFetchRequest(group_id=group, member_id="member-b", share_session_epoch=b.epoch + 1,
                                           max_records=10), 1)
     assert wrong.error_code == INVALID_SHARE_SESSION_EPOCH
-    unknown = b.wire.call(ShareFetchRequest(group_id=GROUP, member_id="member-z", share_session_epoch=3,
+    unknown = b.wire.call(ShareFetchRequest(group_id=group, member_id="member-z", share_session_epoch=3,
                                             max_records=10), 1)
     assert unknown.error_code == SHARE_SESSION_NOT_FOUND
     # closing the session (epoch -1) releases what it holds: another member gets it at once
-    closed = b.wire.call(ShareFetchRequest(group_id=GROUP, member_id="member-b", share_session_epoch=-1,
+    closed = b.wire.call(ShareFetchRequest(group_id=group, member_id="member-b", share_session_epoch=-1,
                                            max_records=10), 1)
     assert closed.error_code == 0
-    c = Member(broker, "member-c", topic_id)
+    c = Member(broker, "member-c", topic_id, group)
     assert acquired(c.fetch()) == [(0, 3)]
 
 
+@pytest.mark.slow  # a broker of its own, restarted
 @pytest.mark.xfail(strict=True, reason="needs the share coordinator's persister (the in-process "
                    "memory persister forgets everything at a restart)")
 def test_acknowledged_records_stay_acknowledged_across_a_restart(start_broker) -> None:  # type: ignore[no-untyped-def]
