@@ -1,4 +1,4 @@
-"""ShareAcknowledge: v1 (KIP-932 share groups; the share-partition leader's side).
+"""ShareAcknowledge: v1–v1 (KIP-932 share groups; the share-partition leader's side).
 
 Acknowledges records a member acquired with ShareFetch (``AcknowledgeTypes``: 0 Gap, 1 Accept,
 2 Release, 3 Reject; one per batch or one per offset), within its share session: the

@@ -1,4 +1,4 @@
-"""ShareFetch: v1 (KIP-932 share groups; the share-partition leader's side).
+"""ShareFetch: v1–v1 (KIP-932 share groups; the share-partition leader's side).
 
 The share session (``broker.share.share_session``) says which partitions the fetch covers:
 epoch 0 opens one with the request's Topics (a session the member had is replaced and its
