@@ -212,6 +212,7 @@ class Broker:
 
     def _share_partition_manager(self) -> SharePartitionManager:
         """ShareFetch/ShareAcknowledge's share partitions (``broker.share.partition_manager``)."""
+        from broker.share.dead_letters import DeadLetterAppender
         from replication.metadata.group_config import share_settings
 
         def topic_name(topic_id: UUID) -> str | None:
@@ -227,6 +228,7 @@ class Broker:
             clock=self.clock,
             wake=lambda topic, index: self.appender.fetch_purgatory.check_and_complete((topic, index)),
             max_sessions=int(self.config.properties["group.share.max.share.sessions"]),
+            append_dead_letters=DeadLetterAppender(self),
         )
 
     def _after_transaction_replicated(self, transactional_id: str, then: Callable[[], None]) -> None:

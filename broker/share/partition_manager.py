@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 from uuid import UUID
@@ -45,6 +45,7 @@ from broker.share.values import (
     AcknowledgementBatch,
     AcquiredRecords,
     AutoOffsetReset,
+    DeadLetter,
     FetchedBatch,
     RecordState,
     SharePartitionConfig,
@@ -52,7 +53,7 @@ from broker.share.values import (
     initial_start_offset,
 )
 from protocol.errors import KafkaError, NotLeaderOrFollowerError
-from protocol.records import LOG_OVERHEAD, read_batch_header
+from protocol.records import LOG_OVERHEAD, Record, encode_batch, iter_batches, read_batch_header
 from replication.metadata.group_config import ShareGroupSettings
 from replication.partition import FetchIsolation, Partition
 from storage.clock import Clock
@@ -69,6 +70,10 @@ class TimerHandle(Protocol):
 
 
 Schedule = Callable[[float, Callable[[], None]], TimerHandle]
+AppendDeadLetters = Callable[[str, int, bytes], Awaitable[None]]
+"""Append one batch to the dead-letter topic (its name, the source partition index) and
+return once it is acknowledged (replicated); raise the append's KafkaError."""
+DEAD_LETTER_BATCH_RECORDS = 500  # records per dead-letter batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +97,8 @@ class _Entry:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: TimerHandle | None = None
     timer_at: int | None = None
+    dead_letters: list[DeadLetter] = field(default_factory=list)  # taken, not yet appended
+    dead_lettering: bool = False  # an append task is running
 
 
 class SharePartitionManager:
@@ -106,6 +113,7 @@ class SharePartitionManager:
         wake: Callable[[str, int], object] = lambda topic, index: None,
         schedule: Schedule | None = None,
         max_sessions: int = 2000,
+        append_dead_letters: AppendDeadLetters | None = None,
     ) -> None:
         self._persister = persister
         self._partition_of = partition_of
@@ -114,6 +122,7 @@ class SharePartitionManager:
         self.clock = clock
         self._wake = wake
         self._schedule = schedule
+        self._append_dead_letters = append_dead_letters
         self.sessions = ShareSessionCache(max_sessions=max_sessions)
         self._entries: dict[SharePartitionKey, _Entry] = {}
         self._loading: dict[SharePartitionKey, asyncio.Future[_Entry]] = {}
@@ -161,6 +170,7 @@ class SharePartitionManager:
             self._entries[key] = loaded
             loading.set_result(loaded)
             self._arm(loaded)
+            self._persist_dead_letters(loaded)
             return loaded
         return await asyncio.shield(loading)
 
@@ -244,6 +254,7 @@ class SharePartitionManager:
             member_id, [read.fetched for read in batches], now_ms=self.clock.milliseconds(),
             max_records=max_records if max_records > 0 else entry.settings.partition_max_record_locks)
         self._arm(entry)
+        self._persist_dead_letters(entry)
         return ShareFetchResult(_covering(data, batches, acquired), acquired)
 
     def has_records(self, entry: _Entry) -> bool:
@@ -269,6 +280,7 @@ class SharePartitionManager:
         self._arm(entry)
         self._wake(entry.topic, entry.index)
         await self._persist(entry)
+        self._dispatch_dead_letters(entry)
 
     async def release_member(self, group_id: str, member_id: str) -> None:
         """The member's session closed: its acquired records are released and persisted."""
@@ -286,6 +298,8 @@ class SharePartitionManager:
             except KafkaError as error:
                 logger.warning("persisting the release of %s's records of %s failed: %s",
                                member_id, entry.key, error)
+                continue
+            self._dispatch_dead_letters(entry)
 
     def connection_closed(self, connection_id: str) -> None:
         """Kafka's disconnect listener: the connection's sessions close, records released."""
@@ -334,6 +348,84 @@ class SharePartitionManager:
             await self._persist(entry)
         except KafkaError as error:
             logger.warning("persisting the expiry of %s failed: %s", entry.key, error)
+            return
+        self._dispatch_dead_letters(entry)
+
+    # ---- dead letters (Samsa's samsa.share.dead.letter.topic) ----------------------------
+
+    def _persist_dead_letters(self, entry: _Entry) -> None:
+        """New dead letters (an acquisition expired records, a restore found some): persisted
+        as DEAD_LETTERING first, then appended (``_persist_quietly`` dispatches them)."""
+        letters = entry.share_partition.take_dead_letters()
+        if letters or entry.dead_letters:
+            entry.dead_letters += letters
+            self.spawn(self._persist_quietly(entry))
+
+    def _dispatch_dead_letters(self, entry: _Entry) -> None:
+        """Start appending the share partition's new dead letters (one task per share
+        partition at a time; letters that failed wait for the next call)."""
+        entry.dead_letters += entry.share_partition.take_dead_letters()
+        if entry.dead_letters and not entry.dead_lettering and self._append_dead_letters is not None \
+                and entry.settings.dead_letter_topic and self._entries.get(entry.key) is entry:
+            entry.dead_lettering = True
+            self.spawn(self._dead_letter(entry))
+
+    async def _dead_letter(self, entry: _Entry) -> None:
+        """Append each pending dead letter to the dead-letter topic, then confirm it with
+        ``dead_lettered`` and persist (DEAD_LETTERING -> ARCHIVED) — the letter was persisted
+        as DEAD_LETTERING before it was taken, so a crash in between appends it again:
+        at least once."""
+        assert self._append_dead_letters is not None and entry.settings.dead_letter_topic
+        try:
+            while entry.dead_letters and self._entries.get(entry.key) is entry:
+                letter = entry.dead_letters[0]
+                for batch in self._dead_letter_batches(entry, letter):
+                    await self._append_dead_letters(entry.settings.dead_letter_topic, entry.index, batch)
+                entry.dead_letters.pop(0)
+                entry.share_partition.dead_lettered(letter.first_offset, letter.last_offset)
+                self._wake(entry.topic, entry.index)
+                await self._persist(entry)
+        except KafkaError as error:
+            logger.warning("dead-lettering %s of %s to %s failed (retried at its next change): %s",
+                           entry.key.group_id, entry.topic, entry.settings.dead_letter_topic, error)
+        except Exception:
+            logger.exception("dead-lettering %s failed", entry.key)
+        finally:
+            entry.dead_lettering = False
+
+    def _dead_letter_batches(self, entry: _Entry, letter: DeadLetter) -> list[bytes]:
+        """The letter's records, read from the source log (the only place the share path
+        decodes records), each with Samsa's dead-letter headers, in batches."""
+        partition = self._partition_of(entry.topic, entry.index)
+        headers = [
+            ("samsa.dlq.topic", entry.topic.encode()),
+            ("samsa.dlq.partition", str(entry.index).encode()),
+            ("samsa.dlq.delivery.count", str(letter.delivery_count).encode()),
+            ("samsa.dlq.reason", letter.reason.value.encode()),
+            ("samsa.dlq.timestamp", str(letter.timestamp_ms).encode()),
+        ]
+        records: list[Record] = []
+        offset = letter.first_offset
+        while offset <= letter.last_offset:
+            piece = partition.read(offset, 1 << 20, min_one_message=True, isolation=FetchIsolation.HIGH_WATERMARK)
+            if piece is None:
+                break  # gone (retention): nothing left to move
+            for batch in iter_batches(piece.read(), allow_partial_tail=True):
+                if batch.header.is_control:
+                    offset = batch.next_offset
+                    continue
+                for record in batch.records:
+                    if letter.first_offset <= record.offset <= letter.last_offset and record.offset >= offset:
+                        records.append(Record(
+                            offset=len(records), timestamp=record.timestamp, key=record.key, value=record.value,
+                            headers=(*record.headers, *headers[:2],
+                                     ("samsa.dlq.offset", str(record.offset).encode()), *headers[2:])))
+                offset = max(offset, batch.next_offset)
+                if offset > letter.last_offset:
+                    break
+        return [encode_batch([replace(record, offset=index) for index, record in
+                              enumerate(records[start:start + DEAD_LETTER_BATCH_RECORDS])])
+                for start in range(0, len(records), DEAD_LETTER_BATCH_RECORDS)]
 
     def _arm(self, entry: _Entry) -> None:
         deadline = entry.share_partition.next_deadline_ms()

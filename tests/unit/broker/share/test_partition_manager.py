@@ -46,7 +46,7 @@ class Timer:
 
 class Scene:
     def __init__(self, tmp_path: Path, *, reset: str = "latest", persister: MemorySharePersister | None = None,
-                 log: Log | None = None) -> None:
+                 log: Log | None = None, dead_letter_topic: str | None = None) -> None:
         self.clock = ManualClock()
         self.log = log or Log.open(tmp_path / "queue-0", LogConfig(), clock=self.clock)
         self.partition = Partition(self.log, topic_id=TOPIC_ID, leader_epoch=3)
@@ -58,11 +58,20 @@ class Scene:
             partition_of=self._partition_of,
             topic_name=lambda topic_id: "queue" if topic_id == TOPIC_ID else None,
             settings_of=lambda group_id: ShareGroupSettings(
-                record_lock_duration_ms=LOCK_MS, delivery_count_limit=3, auto_offset_reset=reset),
+                record_lock_duration_ms=LOCK_MS, delivery_count_limit=3, auto_offset_reset=reset,
+                dead_letter_topic=dead_letter_topic),
             clock=self.clock,
             wake=lambda topic, index: self.woken.append((topic, index)),
             schedule=self._schedule,
+            append_dead_letters=self._append_dead_letter,
         )
+        self.dead_letter_batches: list[tuple[str, int, bytes]] = []
+        self.dead_letter_fails = False
+
+    async def _append_dead_letter(self, topic: str, index: int, batch: bytes) -> None:
+        if self.dead_letter_fails:
+            raise NotLeaderOrFollowerError("the dead-letter partition is led elsewhere")
+        self.dead_letter_batches.append((topic, index, batch))
 
     def _partition_of(self, topic: str, index: int) -> Partition:
         assert (topic, index) == ("queue", 0)
@@ -234,5 +243,41 @@ def test_a_failed_write_answers_the_error_and_reloads_the_persisted_state(tmp_pa
         assert again is not entry  # the acknowledgement was not persisted: not kept either
         assert scene.manager.acquire(again, "m2", max_records=1, max_bytes=1 << 20).acquired == (
             AcquiredRecords(0, 0, 1),)
+
+    run(scenario)
+
+
+def test_a_rejected_record_is_persisted_dead_lettering_appended_with_headers_then_archived(tmp_path: Path) -> None:
+    scene = Scene(tmp_path, reset="earliest", dead_letter_topic="dlq")
+    scene.partition.append_as_leader(encode_batch([Record(
+        offset=0, timestamp=scene.clock.milliseconds(), key=b"k", value=b"poison", headers=(("h", b"1"),))]))
+    scene.produce(b"fine")
+
+    async def scenario() -> None:
+        entry = await scene.manager.share_partition("group", TOPIC_ID, 0)
+        scene.manager.acquire(entry, "m1", max_records=2, max_bytes=1 << 20)
+        scene.dead_letter_fails = True
+        await scene.manager.acknowledge(entry, "m1", [AcknowledgementBatch(0, 1, (3, ACCEPT))])  # 3: Reject
+        await asyncio.sleep(0)
+        state = await scene.persister.read_state(KEY, leader_epoch=3)
+        assert state is not None and state.start_offset == 0
+        assert state.state_batches[0] == StateBatch(0, 0, 100, 1)  # DEAD_LETTERING (rejected), persisted
+        assert scene.dead_letter_batches == []  # the append failed: still pending
+        scene.dead_letter_fails = False
+        scene.produce(b"later")
+        scene.manager.acquire(entry, "m1", max_records=1, max_bytes=1 << 20)  # a change: tried again
+        for _ in range(5):
+            await asyncio.sleep(0)
+        [(topic, index, batch)] = scene.dead_letter_batches
+        assert (topic, index) == ("dlq", 0)
+        [record] = [record for each in iter_batches(batch) for record in each.records]
+        assert (record.key, record.value) == (b"k", b"poison")
+        headers = dict(record.headers)
+        assert headers["h"] == b"1" and headers["samsa.dlq.topic"] == b"queue"
+        assert headers["samsa.dlq.partition"] == b"0" and headers["samsa.dlq.offset"] == b"0"
+        assert headers["samsa.dlq.delivery.count"] == b"1" and headers["samsa.dlq.reason"] == b"rejected"
+        assert int(headers["samsa.dlq.timestamp"]) == scene.clock.milliseconds()
+        state = await scene.persister.read_state(KEY, leader_epoch=3)
+        assert state is not None and state.start_offset == 2  # archived: the start moved past it
 
     run(scenario)
