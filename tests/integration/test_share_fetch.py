@@ -20,6 +20,14 @@ import pytest
 from protocol.frames import encode_request
 from protocol.messages import RESPONSES, response_header_version
 from protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from protocol.messages.fetch_request import FetchPartition as PlainFetchPartition
+from protocol.messages.fetch_request import FetchRequest
+from protocol.messages.fetch_request import FetchTopic as PlainFetchTopic
+from protocol.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from protocol.messages.request_header import RequestHeader
@@ -226,6 +234,34 @@ def test_long_polls_are_woken_and_closing_releases(shared_broker: BrokerProcess)
     assert closed.error_code == 0
     c = Member(broker, "member-c", topic_id, group)
     assert acquired(c.fetch()) == [(0, 3)]
+
+
+def test_a_rejected_record_goes_to_the_dead_letter_topic(shared_broker: BrokerProcess) -> None:
+    broker, topic, group, dead_letters = shared_broker, "share-orders", "share-dlq-group", "share-orders.dlq"
+    admin, topic_id = setup_topic(broker, topic)
+    setup_topic(broker, dead_letters)
+    altered = admin.call(IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+        resource_type=32, resource_name=group, configs=[AlterableConfig(
+            name="samsa.share.dead.letter.topic", config_operation=0, value=dead_letters)])]), 1)
+    assert [each.error_code for each in altered.responses] == [0]
+    member = Member(broker, "member-a", topic_id, group)
+    assert acquired(member.fetch()) == []
+    produce(admin, b"poison", b"fine", topic=topic)
+    assert acquired(member.fetch()) == [(0, 1), (1, 1)]
+    assert acknowledged_ok(member.acknowledge([(0, 1, [3, ACCEPT])]))  # 3: Reject
+    fetched = admin.call(FetchRequest(max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                      session_epoch=-1, topics=[PlainFetchTopic(topic=dead_letters, partitions=[
+                                          PlainFetchPartition(partition=0, fetch_offset=0,
+                                                              partition_max_bytes=1 << 20)])]), 12)
+    [record] = [record for batch in iter_batches(fetched.responses[0].partitions[0].records or b"")
+                for record in batch.records]
+    headers = dict(record.headers)
+    assert record.value == b"poison"
+    assert (headers["samsa.dlq.topic"], headers["samsa.dlq.partition"], headers["samsa.dlq.offset"]) == (
+        topic.encode(), b"0", b"0")
+    assert (headers["samsa.dlq.reason"], headers["samsa.dlq.delivery.count"]) == (b"rejected", b"1")
+    produce(admin, b"next", topic=topic)
+    assert acquired(member.fetch()) == [(2, 1)]  # the rejected record is not delivered again
 
 
 @pytest.mark.slow  # a broker of its own, restarted
