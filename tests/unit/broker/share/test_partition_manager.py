@@ -46,7 +46,8 @@ class Timer:
 
 class Scene:
     def __init__(self, tmp_path: Path, *, reset: str = "latest", persister: MemorySharePersister | None = None,
-                 log: Log | None = None, dead_letter_topic: str | None = None) -> None:
+                 log: Log | None = None, dead_letter_topic: str | None = None,
+                 record_expiry_ms: int | None = None) -> None:
         self.clock = ManualClock()
         self.log = log or Log.open(tmp_path / "queue-0", LogConfig(), clock=self.clock)
         self.partition = Partition(self.log, topic_id=TOPIC_ID, leader_epoch=3)
@@ -59,7 +60,7 @@ class Scene:
             topic_name=lambda topic_id: "queue" if topic_id == TOPIC_ID else None,
             settings_of=lambda group_id: ShareGroupSettings(
                 record_lock_duration_ms=LOCK_MS, delivery_count_limit=3, auto_offset_reset=reset,
-                dead_letter_topic=dead_letter_topic),
+                dead_letter_topic=dead_letter_topic, record_expiry_ms=record_expiry_ms),
             clock=self.clock,
             wake=lambda topic, index: self.woken.append((topic, index)),
             schedule=self._schedule,
@@ -279,5 +280,31 @@ def test_a_rejected_record_is_persisted_dead_lettering_appended_with_headers_the
         assert headers["samsa.dlq.timestamp"] == str(scene.clock.milliseconds()).encode()
         state = await scene.persister.read_state(KEY, leader_epoch=3)
         assert state is not None and state.start_offset == 2  # archived: the start moved past it
+
+    run(scenario)
+
+
+def test_records_older_than_the_expiry_age_are_never_delivered_again(tmp_path: Path) -> None:
+    scene = Scene(tmp_path, reset="earliest", dead_letter_topic="dlq", record_expiry_ms=5_000)
+    scene.produce(b"a", b"b")
+
+    async def scenario() -> None:
+        entry = await scene.manager.share_partition("group", TOPIC_ID, 0)
+        assert scene.manager.acquire(entry, "m1", max_records=1, max_bytes=1 << 20).acquired == (
+            AcquiredRecords(0, 0, 1),)
+        await scene.manager.acknowledge(entry, "m1", [AcknowledgementBatch(0, 0, (RELEASE,))])
+        assert scene.manager.next_timer_ms(KEY) == scene.clock.milliseconds() + 5_000  # the expiry
+        scene.clock.advance(5_000)
+        scene.fire_due()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        scene.produce(b"c")  # fresh
+        assert scene.manager.acquire(entry, "m2", max_records=5, max_bytes=1 << 20).acquired == (
+            AcquiredRecords(2, 2, 1),)  # a (released) and b (read with it, never delivered) expired
+        for _ in range(5):
+            await asyncio.sleep(0)
+        dead = [(record.value, dict(record.headers)["samsa.dlq.reason"]) for _, _, batch in scene.dead_letter_batches
+                for each in iter_batches(batch) for record in each.records]
+        assert dead == [(b"a", b"expired"), (b"b", b"expired")]
 
     run(scenario)
