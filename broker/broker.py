@@ -197,6 +197,7 @@ class Broker:
             )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
         broker.share_partitions = broker._share_partition_manager()
+        replica_manager.on_role_changes.append(broker.share_partitions.role_changed)
         # coordinators wait (LOAD_IN_PROGRESS) while their internal partition is being created
         group_coordinator.partitions.pending = offset_store.partition_pending
         broker.transactions.coordinator.partitions.pending = broker.transactions.state_log.partition_pending

@@ -222,6 +222,13 @@ class SharePartitionManager:
         entry = self._entries.get(key)
         return None if entry is None else entry.share_partition
 
+    def role_changed(self, partition: Partition) -> None:
+        """The replica manager changed the partition's role (``on_role_changes``): its share
+        partitions go unless this node still leads it at their epoch; waiting fetches wake."""
+        for entry in list(self._entries.values()):
+            if (entry.topic, entry.index) == (partition.topic, partition.partition) and self._current(entry) is None:
+                self._wake(entry.topic, entry.index)
+
     def drop_not_led(self) -> None:
         """Drop every share partition this node no longer leads at its epoch."""
         for entry in list(self._entries.values()):

@@ -204,9 +204,10 @@ def test_a_partition_no_longer_led_is_dropped(tmp_path: Path) -> None:
     async def scenario() -> None:
         entry = await scene.manager.share_partition("group", TOPIC_ID, 0)
         scene.partition.leader_id = 7
+        scene.manager.role_changed(scene.partition)  # the replica manager's callback
+        assert scene.manager.loaded() == [] and scene.woken == [("queue", 0)]
         with pytest.raises(NotLeaderOrFollowerError):
             scene.manager.acquire(entry, "m1", max_records=1, max_bytes=1 << 20)
-        assert scene.manager.loaded() == []
         with pytest.raises(NotLeaderOrFollowerError):
             await scene.manager.share_partition("group", TOPIC_ID, 0)
         with pytest.raises(UnknownTopicIdError):
