@@ -6,7 +6,8 @@ acquired records released), n > 0 updates it (Topics added, ForgottenTopicsData 
 fetches every partition of the session, -1 fetches nothing, applies the acknowledgements and
 closes the session, releasing the member's acquired records. Session errors answer the whole
 request: SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED,
-INVALID_REQUEST (no group id or member id, acknowledgements in an epoch-0 request).
+INVALID_REQUEST (no group id, no member id or one over 36 characters, acknowledgements in an
+epoch-0 request).
 
 Piggybacked acknowledgements (``AcknowledgementBatches``: 0 Gap, 1 Accept, 2 Release,
 3 Reject) are applied and persisted (``SharePersister.write_state``) before the answer; their
@@ -77,6 +78,7 @@ __all__ = ["acknowledge_partition", "check_group_and_member", "manager_of"]
 
 logger = logging.getLogger("samsa.broker.apis.share_fetch")
 
+MAX_MEMBER_ID_LENGTH = 36  # Kafka's isMemberIdValid: a UUID's string
 LEADER_HINT_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
@@ -92,7 +94,7 @@ def check_group_and_member(context: RequestContext, group_id: str | None, member
         raise InvalidRequestError("Invalid group id in the request.")
     if not authorize(context, AclOperation.READ, ResourceType.GROUP, group_id):
         raise GroupAuthorizationFailedError()
-    if not member_id:
+    if not member_id or len(member_id) > MAX_MEMBER_ID_LENGTH:
         raise InvalidRequestError("Invalid member id in the request.")
 
 
