@@ -1,35 +1,35 @@
 """``__share_group_state`` records: the share coordinator's key and value bytes, byte for byte
-Kafka's ``ShareSnapshotKey``/``ShareSnapshotValue`` and ``ShareUpdateKey``/``ShareUpdateValue``
-(``protocol/schemas/kafka/share-coordinator/``), and the frozen values Samsa reads them into.
+what Kafka 4.3.1 writes (``ShareSnapshotKey``/``ShareSnapshotValue`` and
+``ShareUpdateKey``/``ShareUpdateValue``, ``protocol/schemas/kafka/share-coordinator/``), and the
+frozen values Samsa reads them into.
 
-Every record is keyed by one share partition, (group id, topic id, partition). The int16 in
-front of the key is the record type, which is also the key's version in Kafka's schema; the
-int16 in front of the value is the value's version (0, the only one the schemas define)::
+Every record is keyed by one share partition, (group id, topic id, partition). Kafka 4.3.1 puts
+the record type (the schema's ``apiKey``, Kafka's ``CoordinatorRecordType``) as an int16 in
+front of the key and writes the key at version 0 (its coordinator-record serde refuses any
+other); the int16 in front of the value is the value's version, 0, the only one the schemas
+define::
 
     snapshot key    int16 0 | ShareSnapshotKey v0 {group_id: string, topic_id: uuid,
                     partition: int32}
-    snapshot value  int16 0 | ShareSnapshotValue v0 (flexible) {snapshot_epoch: uint16,
+    snapshot value  int16 0 | ShareSnapshotValue v0 (flexible) {snapshot_epoch: int32,
                     state_epoch: int32, leader_epoch: int32, start_offset: int64,
+                    create_timestamp: int64, write_timestamp: int64,
                     state_batches: compact [{first_offset: int64, last_offset: int64,
                     delivery_state: int8, delivery_count: int16, tagged fields}],
-                    tagged fields}
-    update key      int16 1 | ShareUpdateKey v1 {group_id: string, topic_id: uuid,
+                    tagged fields {0: delivery_complete_count int32, absent when -1}}
+    update key      int16 1 | ShareUpdateKey v0 {group_id: string, topic_id: uuid,
                     partition: int32}            (the same bytes as a snapshot key's body)
-    update value    int16 0 | ShareUpdateValue v0 (flexible) {snapshot_epoch: uint16,
+    update value    int16 0 | ShareUpdateValue v0 (flexible) {snapshot_epoch: int32,
                     leader_epoch: int32, start_offset: int64 (-1: unchanged),
-                    state_batches: as above, tagged fields}
+                    state_batches: as above, tagged fields {0: delivery_complete_count}}
     null value      a tombstone for that key
 
 A snapshot is a share partition's whole state; an update carries state batches to merge over
 it (``broker.share.state_batches``) and no state epoch. The two record types have different
 keys, so a compacted topic keeps the latest of each (``broker.share.state_store`` says why
-that is still enough for what Samsa writes).
-
-Kafka's in-development code of the vendored commit wrote the update value with version 1, a
-version its own schema does not define (and picked the value class by that number); Kafka's
-loader of later releases picks it by the key's record type, as this module does, and both
-values are written at version 0. Delivery states are stored as they come (Samsa's
-DEAD_LETTERING codes 100–102 included, ``broker.share.values``).
+that is still enough for what Samsa writes). The value class is picked by the key's record
+type, as Kafka's loader does. Delivery states are stored as they come (Samsa's DEAD_LETTERING
+codes 100-102 included, ``broker.share.values``).
 
 Pure functions and frozen values; no state.
 """
@@ -50,6 +50,7 @@ from protocol.messages.share_coordinator.share_update_key import ShareUpdateKey
 from protocol.messages.share_coordinator.share_update_value import ShareUpdateValue
 
 __all__ = [
+    "KEY_VERSION",
     "VALUE_VERSION",
     "RecordType",
     "SharePartitionKey",
@@ -62,13 +63,14 @@ __all__ = [
     "record_key",
 ]
 
+KEY_VERSION = 0  # Kafka's serde writes every coordinator key at version 0
 VALUE_VERSION = 0
 _INT16 = struct.Struct(">h")
 
 
 class RecordType(IntEnum):
-    """The int16 in front of a ``__share_group_state`` key (Kafka's
-    ``SHARE_SNAPSHOT_RECORD_KEY_VERSION`` / ``SHARE_UPDATE_RECORD_KEY_VERSION``)."""
+    """The int16 in front of a ``__share_group_state`` key: the schema's ``apiKey`` (Kafka's
+    ``CoordinatorRecordType`` ids)."""
 
     SHARE_SNAPSHOT = 0
     SHARE_UPDATE = 1
@@ -86,11 +88,16 @@ class SharePartitionKey:
 @dataclass(frozen=True, slots=True)
 class ShareSnapshotRecord:
     """A ShareSnapshot record: the share partition's whole state. ``snapshot_epoch`` counts the
-    snapshots of this share partition (uint16 on disk)."""
+    snapshots of this share partition (an int32, wrapping as Kafka's Java ``int`` does);
+    ``create_timestamp``/``write_timestamp`` (ms) are when the state was created and when
+    this snapshot was written; ``delivery_complete_count`` -1 is "not known"."""
 
     key: SharePartitionKey
     snapshot_epoch: int
     snapshot: ShareSnapshot
+    create_timestamp: int = 0
+    write_timestamp: int = 0
+    delivery_complete_count: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +110,7 @@ class ShareUpdateRecord:
     leader_epoch: int
     start_offset: int
     state_batches: tuple[StateBatch, ...]
+    delivery_complete_count: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +125,13 @@ ShareStateRecord = ShareSnapshotRecord | ShareUpdateRecord | ShareStateTombstone
 
 
 def record_key(record_type: RecordType, key: SharePartitionKey) -> bytes:
-    """The record key bytes: the record type, then the key struct at that version."""
+    """The record key bytes: the record type, then the key struct at version 0."""
     body: ShareSnapshotKey | ShareUpdateKey
     if record_type is RecordType.SHARE_SNAPSHOT:
         body = ShareSnapshotKey(group_id=key.group_id, topic_id=key.topic_id, partition=key.partition)
     else:
         body = ShareUpdateKey(group_id=key.group_id, topic_id=key.topic_id, partition=key.partition)
-    return _INT16.pack(record_type) + body.encode(record_type)
+    return _INT16.pack(record_type) + body.encode(KEY_VERSION)
 
 
 def encode_share_state_record(record: ShareStateRecord) -> tuple[bytes, bytes | None]:
@@ -137,6 +145,9 @@ def encode_share_state_record(record: ShareStateRecord) -> tuple[bytes, bytes | 
             state_epoch=snapshot.state_epoch,
             leader_epoch=snapshot.leader_epoch,
             start_offset=snapshot.start_offset,
+            delivery_complete_count=record.delivery_complete_count,
+            create_timestamp=record.create_timestamp,
+            write_timestamp=record.write_timestamp,
             state_batches=[_snapshot_batch(batch) for batch in snapshot.state_batches],
         )
         return record_key(RecordType.SHARE_SNAPSHOT, record.key), _value_bytes(value)
@@ -144,6 +155,7 @@ def encode_share_state_record(record: ShareStateRecord) -> tuple[bytes, bytes | 
         snapshot_epoch=record.snapshot_epoch,
         leader_epoch=record.leader_epoch,
         start_offset=record.start_offset,
+        delivery_complete_count=record.delivery_complete_count,
         state_batches=[_update_batch(batch) for batch in record.state_batches],
     )
     return record_key(RecordType.SHARE_UPDATE, record.key), _value_bytes(value)
@@ -189,9 +201,9 @@ def decode_share_state_record(key: bytes, value: bytes | None) -> ShareStateReco
 def _decode_key(record_type: RecordType, body: memoryview) -> SharePartitionKey:
     decoded: ShareSnapshotKey | ShareUpdateKey
     if record_type is RecordType.SHARE_SNAPSHOT:
-        decoded = ShareSnapshotKey.decode(body, record_type)
+        decoded = ShareSnapshotKey.decode(body, KEY_VERSION)
     else:
-        decoded = ShareUpdateKey.decode(body, record_type)
+        decoded = ShareUpdateKey.decode(body, KEY_VERSION)
     return SharePartitionKey(decoded.group_id, decoded.topic_id, decoded.partition)
 
 
@@ -202,13 +214,17 @@ def _snapshot_record(key: SharePartitionKey, value: ShareSnapshotValue) -> Share
         start_offset=value.start_offset,
         state_batches=_state_batches(value.state_batches),
     )
-    return ShareSnapshotRecord(key, value.snapshot_epoch, snapshot)
+    return ShareSnapshotRecord(
+        key, value.snapshot_epoch, snapshot,
+        create_timestamp=value.create_timestamp, write_timestamp=value.write_timestamp,
+        delivery_complete_count=value.delivery_complete_count,
+    )
 
 
 def _update_record(key: SharePartitionKey, value: ShareUpdateValue) -> ShareUpdateRecord:
     return ShareUpdateRecord(
         key, value.snapshot_epoch, value.leader_epoch, value.start_offset,
-        _state_batches(value.state_batches),
+        _state_batches(value.state_batches), value.delivery_complete_count,
     )
 
 

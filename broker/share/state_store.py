@@ -52,7 +52,17 @@ partitions' latest snapshots.
 Not persisted, as in Kafka: the leader epoch a read raised the fence to. Forgotten with the
 share partition: its epochs, once ``delete_state``'s tombstones are applied (nothing is left
 to remember them by once compaction removes the records), so the next write or initialize
-starts afresh. The snapshot epoch is a uint16 on disk and wraps at 65536.
+starts afresh. The snapshot epoch is an int32 on disk; it is incremented as Kafka's Java ``int``
+is, so past 2**31 - 1 it wraps to -2**31 (four billion snapshots of one share partition).
+
+Timestamps (milliseconds, passed in by the caller: the store reads no clock): a snapshot
+carries the state's create timestamp and its own write timestamp, both the time of the write
+that made it (Kafka's rule for every snapshot a write or an initialize makes); updates carry
+none. The delivery-complete count of the latest write (-1: not known; Initialize sets 0 when
+it is given a start offset, -1 when not) is in every record and replaces the state's.
+
+Fences, as Kafka's: a leader epoch or state epoch of -1 in a write is not checked against
+(nor does it move) the fence.
 """
 
 from __future__ import annotations
@@ -79,7 +89,8 @@ __all__ = ["AppendRecord", "ShareState", "ShareStateStore", "ShareStateStoreConf
 AppendRecord = tuple[bytes, bytes | None]
 """One record for the caller to append to ``__share_group_state``: key and value bytes."""
 
-_SNAPSHOT_EPOCHS = 1 << 16  # ShareSnapshotValue.SnapshotEpoch is a uint16
+_INT32_MIN = -(1 << 31)
+_INT32_SPAN = 1 << 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +109,9 @@ class ShareState:
 
     snapshot: ShareSnapshot
     snapshot_epoch: int
+    create_timestamp: int = 0
+    write_timestamp: int = 0
+    delivery_complete_count: int = -1
 
 
 @dataclass(slots=True)
@@ -138,7 +152,8 @@ class ShareStateStore:
         snapshot = record.snapshot
         previous = self._entries.get(record.key)
         self._entries[record.key] = _Entry(
-            state=ShareState(snapshot, record.snapshot_epoch),
+            state=ShareState(snapshot, record.snapshot_epoch, record.create_timestamp,
+                             record.write_timestamp, record.delivery_complete_count),
             snapshot_offset=offset,
             updates_since_snapshot=0,
             changes_since_snapshot=(),
@@ -157,7 +172,8 @@ class ShareStateStore:
         leader_epoch = current.leader_epoch if record.leader_epoch == -1 else record.leader_epoch
         batches = self._combine(current.state_batches, record.state_batches, start_offset=start_offset)
         entry.state = ShareState(
-            ShareSnapshot(current.state_epoch, leader_epoch, start_offset, batches), entry.state.snapshot_epoch)
+            ShareSnapshot(current.state_epoch, leader_epoch, start_offset, batches), entry.state.snapshot_epoch,
+            entry.state.create_timestamp, entry.state.write_timestamp, record.delivery_complete_count)
         entry.changes_since_snapshot = self._combine(
             entry.changes_since_snapshot, record.state_batches, start_offset=start_offset)
         entry.updates_since_snapshot += 1
@@ -179,6 +195,8 @@ class ShareStateStore:
         leader_epoch: int,
         start_offset: int,
         state_batches: Iterable[StateBatch],
+        delivery_complete_count: int = -1,
+        timestamp_ms: int = 0,
     ) -> list[AppendRecord]:
         """WriteShareGroupState for one share partition: the records to append (one)."""
         batches = tuple(state_batches)
@@ -188,7 +206,8 @@ class ShareStateStore:
         if entry is None:
             snapshot = ShareSnapshot(state_epoch, leader_epoch, start_offset,
                                      self._combine((), batches, start_offset=start_offset))
-            return [encode_share_state_record(ShareSnapshotRecord(key, 0, snapshot))]
+            return [encode_share_state_record(ShareSnapshotRecord(
+                key, 0, snapshot, timestamp_ms, timestamp_ms, delivery_complete_count))]
         current = entry.state.snapshot
         new_start = current.start_offset if start_offset == -1 else start_offset
         new_leader = current.leader_epoch if leader_epoch == -1 else leader_epoch
@@ -197,10 +216,11 @@ class ShareStateStore:
                 or entry.updates_since_snapshot >= self.config.snapshot_update_records_per_snapshot):
             snapshot = ShareSnapshot(new_state_epoch, new_leader, new_start,
                                      self._combine(current.state_batches, batches, start_offset=new_start))
-            return [encode_share_state_record(ShareSnapshotRecord(key, _next_epoch(entry), snapshot))]
+            return [encode_share_state_record(ShareSnapshotRecord(
+                key, _next_epoch(entry), snapshot, timestamp_ms, timestamp_ms, delivery_complete_count))]
         update = ShareUpdateRecord(
             key, entry.state.snapshot_epoch, new_leader, new_start,
-            self._update_batches(entry, batches, start_offset=new_start),
+            self._update_batches(entry, batches, start_offset=new_start), delivery_complete_count,
         )
         return [encode_share_state_record(update)]
 
@@ -212,7 +232,7 @@ class ShareStateStore:
         return self._combine(entry.changes_since_snapshot, batches, start_offset=start_offset)
 
     def initialize_state(
-        self, key: SharePartitionKey, *, state_epoch: int, start_offset: int
+        self, key: SharePartitionKey, *, state_epoch: int, start_offset: int, timestamp_ms: int = 0
     ) -> list[AppendRecord]:
         """InitializeShareGroupState: a snapshot of the share partition with no in-flight
         records from ``start_offset`` (-1: not known yet) at ``state_epoch``, replacing any
@@ -224,7 +244,9 @@ class ShareStateStore:
         leader_epoch = entry.state.snapshot.leader_epoch if entry is not None else -1
         snapshot = ShareSnapshot(state_epoch, leader_epoch, start_offset, ())
         epoch = 0 if entry is None else _next_epoch(entry)
-        return [encode_share_state_record(ShareSnapshotRecord(key, epoch, snapshot))]
+        delivery_complete_count = -1 if start_offset == -1 else 0
+        return [encode_share_state_record(ShareSnapshotRecord(
+            key, epoch, snapshot, timestamp_ms, timestamp_ms, delivery_complete_count))]
 
     def delete_state(self, key: SharePartitionKey) -> list[AppendRecord]:
         """DeleteShareGroupState: tombstones for both of the share partition's keys (none if
@@ -250,9 +272,9 @@ class ShareStateStore:
     def _check_fences(self, entry: _Entry | None, *, state_epoch: int, leader_epoch: int) -> None:
         if entry is None:
             return
-        if entry.leader_epoch_fence > leader_epoch:
+        if leader_epoch != -1 and entry.leader_epoch_fence > leader_epoch:
             raise FencedLeaderEpochError(f"leader epoch {leader_epoch} < {entry.leader_epoch_fence}")
-        if entry.state_epoch_fence > state_epoch:
+        if state_epoch != -1 and entry.state_epoch_fence > state_epoch:
             raise FencedStateEpochError(f"state epoch {state_epoch} < {entry.state_epoch_fence}")
 
     # ------------------------------------------------------------ views
@@ -272,7 +294,8 @@ class ShareStateStore:
 
 
 def _next_epoch(entry: _Entry) -> int:
-    return (entry.state.snapshot_epoch + 1) % _SNAPSHOT_EPOCHS
+    """Kafka's ``snapshotEpoch() + 1`` on a Java int: two's-complement wrap past 2**31 - 1."""
+    return (entry.state.snapshot_epoch + 1 - _INT32_MIN) % _INT32_SPAN + _INT32_MIN
 
 
 def _check_request(key: SharePartitionKey, batches: tuple[StateBatch, ...]) -> None:

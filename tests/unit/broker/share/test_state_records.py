@@ -1,5 +1,6 @@
-"""``__share_group_state`` record bytes: golden bytes built by hand from Kafka's
-Share{Snapshot,Update}{Key,Value}.json, and round trips of any record."""
+"""``__share_group_state`` record bytes: golden bytes built by hand from Kafka 4.3.1's
+Share{Snapshot,Update}{Key,Value}.json (the record type as an int16 in front of a key written
+at version 0, the value version 0 in front of the value), and round trips of any record."""
 
 from __future__ import annotations
 
@@ -32,27 +33,44 @@ BATCH_BYTES = (10).to_bytes(8, "big") + (19).to_bytes(8, "big") + b"\x02" + b"\x
 
 
 def test_a_snapshot_record_is_kafkas_bytes() -> None:
-    record = ShareSnapshotRecord(KEY, snapshot_epoch=5, snapshot=ShareSnapshot(
-        state_epoch=2, leader_epoch=7, start_offset=10, state_batches=(BATCH,)))
+    record = ShareSnapshotRecord(KEY, snapshot_epoch=70000, snapshot=ShareSnapshot(
+        state_epoch=2, leader_epoch=7, start_offset=10, state_batches=(BATCH,)),
+        create_timestamp=1_700_000_000_000, write_timestamp=1_700_000_000_123)
     key, value = encode_share_state_record(record)
-    assert key == b"\x00\x00" + KEY_BODY  # record type 0
+    assert key == b"\x00\x00" + KEY_BODY  # record type 0, key version 0
     assert value == (
         b"\x00\x00"  # value version 0
-        + b"\x00\x05"  # snapshot_epoch uint16
+        + (70000).to_bytes(4, "big")  # snapshot_epoch int32
         + b"\x00\x00\x00\x02"  # state_epoch int32
         + b"\x00\x00\x00\x07"  # leader_epoch int32
         + (10).to_bytes(8, "big")  # start_offset int64
+        + (1_700_000_000_000).to_bytes(8, "big")  # create_timestamp int64
+        + (1_700_000_000_123).to_bytes(8, "big")  # write_timestamp int64
         + b"\x02" + BATCH_BYTES  # compact array: length + 1
-        + b"\x00"  # no tagged fields
+        + b"\x00"  # no tagged fields (delivery_complete_count -1 is the default, not written)
     )
     assert decode_share_state_record(key, value) == record
 
 
+def test_a_known_delivery_complete_count_is_tagged_field_0() -> None:
+    record = ShareSnapshotRecord(KEY, 0, ShareSnapshot(0, 0, 0, ()), delivery_complete_count=9)
+    _, value = encode_share_state_record(record)
+    assert value is not None
+    # one tagged field: tag 0, size 4, int32 9
+    assert value.endswith(b"\x01" + b"\x01\x00\x04\x00\x00\x00\x09")
+    assert decode_share_state_record(*encode_share_state_record(record)) == record
+
+
 def test_an_update_record_is_kafkas_bytes() -> None:
-    record = ShareUpdateRecord(KEY, snapshot_epoch=5, leader_epoch=7, start_offset=-1, state_batches=())
+    record = ShareUpdateRecord(KEY, snapshot_epoch=5, leader_epoch=7, start_offset=-1, state_batches=(),
+                               delivery_complete_count=3)
     key, value = encode_share_state_record(record)
-    assert key == b"\x00\x01" + KEY_BODY  # record type 1 (ShareUpdateKey v1)
-    assert value == b"\x00\x00" + b"\x00\x05" + b"\x00\x00\x00\x07" + b"\xff" * 8 + b"\x01" + b"\x00"
+    assert key == b"\x00\x01" + KEY_BODY  # record type 1, ShareUpdateKey at version 0
+    assert value == (
+        b"\x00\x00" + b"\x00\x00\x00\x05" + b"\x00\x00\x00\x07" + b"\xff" * 8
+        + b"\x01"  # no state batches
+        + b"\x01\x00\x04\x00\x00\x00\x03"  # tagged field 0: delivery_complete_count 3
+    )
     assert decode_share_state_record(key, value) == record
 
 
@@ -73,7 +91,7 @@ def test_an_unknown_record_type_is_skipped_and_bad_bytes_are_errors() -> None:
     _, value = encode_share_state_record(
         ShareUpdateRecord(KEY, snapshot_epoch=0, leader_epoch=0, start_offset=0, state_batches=()))
     assert value is not None
-    with pytest.raises(UnsupportedVersionError):  # Kafka's in-development version 1
+    with pytest.raises(UnsupportedVersionError):  # a value version no schema defines
         decode_share_state_record(b"\x00\x01" + KEY_BODY, b"\x00\x01" + value[2:])
 
 
@@ -85,8 +103,8 @@ batches = st.builds(StateBatch, int64, int64, st.integers(-128, 127), int16)
 batch_lists = st.lists(batches, max_size=5).map(tuple)
 snapshots = st.builds(ShareSnapshot, int32, int32, int64, batch_lists)
 records: st.SearchStrategy[ShareStateRecord] = st.one_of(
-    st.builds(ShareSnapshotRecord, keys, st.integers(0, 2**16 - 1), snapshots),
-    st.builds(ShareUpdateRecord, keys, st.integers(0, 2**16 - 1), int32, int64, batch_lists),
+    st.builds(ShareSnapshotRecord, keys, int32, snapshots, int64, int64, int32),
+    st.builds(ShareUpdateRecord, keys, int32, int32, int64, batch_lists, int32),
     st.builds(ShareStateTombstone, st.sampled_from(RecordType), keys),
 )
 

@@ -82,7 +82,8 @@ def test_a_new_state_epoch_or_a_start_offset_moving_back_is_a_snapshot() -> None
     (3, 4, FencedLeaderEpochError),
     (2, 5, FencedStateEpochError),
     (2, 4, FencedLeaderEpochError),  # the leader epoch is checked first, as in Kafka
-    (-1, 5, FencedStateEpochError),
+    (-1, 4, FencedLeaderEpochError),  # an epoch of -1 is not checked; the other one is
+    (2, -1, FencedStateEpochError),
 ])
 def test_older_epochs_are_fenced_and_append_nothing(state_epoch: int, leader_epoch: int, error: type[Exception]) -> None:
     coordinator = Coordinator()
@@ -115,8 +116,10 @@ def test_initialize_replaces_the_state_and_is_fenced_by_an_older_state_epoch() -
     with pytest.raises(FencedStateEpochError):
         coordinator.store.initialize_state(KEY, state_epoch=0, start_offset=0)
     (record,) = coordinator.append(coordinator.store.initialize_state(KEY, state_epoch=2, start_offset=20))
-    assert decode_share_state_record(*record) == ShareSnapshotRecord(KEY, 1, ShareSnapshot(2, 4, 20, ()))
-    assert coordinator.store.state(KEY) == ShareState(ShareSnapshot(2, 4, 20, ()), 1)
+    # a start offset given: the delivery-complete count is known (0)
+    assert decode_share_state_record(*record) == ShareSnapshotRecord(
+        KEY, 1, ShareSnapshot(2, 4, 20, ()), delivery_complete_count=0)
+    assert coordinator.store.state(KEY) == ShareState(ShareSnapshot(2, 4, 20, ()), 1, delivery_complete_count=0)
 
 
 def test_delete_writes_both_tombstones_and_forgets_the_share_partition() -> None:
@@ -162,9 +165,51 @@ def test_replay_skips_unknown_record_types_wraps_the_snapshot_epoch_and_starts_f
     store.apply(*encode_share_state_record(ShareSnapshotRecord(KEY, 65535, ShareSnapshot(0, 3, 0, ()))), 2)
     (record,) = store.write_state(KEY, state_epoch=0, leader_epoch=3, start_offset=0, state_batches=())
     decoded = decode_share_state_record(*record)
-    assert isinstance(decoded, ShareSnapshotRecord) and decoded.snapshot_epoch == 0
+    assert isinstance(decoded, ShareSnapshotRecord) and decoded.snapshot_epoch == 65536  # an int32, not a uint16
+    store.apply(*encode_share_state_record(ShareSnapshotRecord(KEY, 2**31 - 1, ShareSnapshot(0, 3, 0, ()))), 3)
+    (record,) = store.write_state(KEY, state_epoch=0, leader_epoch=3, start_offset=0, state_batches=())
+    decoded = decode_share_state_record(*record)
+    assert isinstance(decoded, ShareSnapshotRecord) and decoded.snapshot_epoch == -(2**31)  # Java's int + 1
 
 
 def test_the_config_refuses_a_negative_count() -> None:
     with pytest.raises(ValueError, match="snapshot_update_records_per_snapshot"):
         ShareStateStoreConfig(-1)
+
+
+def test_snapshots_carry_the_write_time_and_every_record_the_delivery_complete_count() -> None:
+    store = ShareStateStore(ShareStateStoreConfig(1))
+    log: list[AppendRecord] = []
+
+    def append(records: list[AppendRecord]) -> object:
+        for key, value in records:
+            store.apply(key, value, len(log))
+            log.append((key, value))
+        return decode_share_state_record(*records[-1])
+
+    initialized = append(store.initialize_state(KEY, state_epoch=0, start_offset=-1, timestamp_ms=1000))
+    assert isinstance(initialized, ShareSnapshotRecord)
+    assert (initialized.create_timestamp, initialized.write_timestamp, initialized.delivery_complete_count) == (
+        1000, 1000, -1)  # no start offset: the count is not known
+    assert isinstance(append(store.initialize_state(KEY, state_epoch=1, start_offset=5, timestamp_ms=1500)),
+                      ShareSnapshotRecord)
+    assert store.state(KEY) == ShareState(ShareSnapshot(1, -1, 5, ()), 1, 1500, 1500, 0)
+    update = append(store.write_state(KEY, state_epoch=1, leader_epoch=0, start_offset=5,
+                                      state_batches=(), delivery_complete_count=3, timestamp_ms=2000))
+    assert isinstance(update, ShareUpdateRecord) and update.delivery_complete_count == 3
+    assert store.state(KEY) == ShareState(ShareSnapshot(1, 0, 5, ()), 1, 1500, 1500, 3)  # updates carry no time
+    snapshot = append(store.write_state(KEY, state_epoch=1, leader_epoch=0, start_offset=6,
+                                        state_batches=(), delivery_complete_count=4, timestamp_ms=3000))
+    assert isinstance(snapshot, ShareSnapshotRecord)
+    assert store.state(KEY) == ShareState(ShareSnapshot(1, 0, 6, ()), 2, 3000, 3000, 4)
+
+
+def test_epochs_of_minus_one_are_not_fenced() -> None:
+    coordinator = Coordinator()
+    coordinator.write(state_epoch=3, leader_epoch=5)
+    with pytest.raises(FencedLeaderEpochError):
+        coordinator.write(state_epoch=3, leader_epoch=4)
+    with pytest.raises(FencedStateEpochError):
+        coordinator.write(state_epoch=2, leader_epoch=5)
+    coordinator.write(state_epoch=-1, leader_epoch=-1)
+    assert coordinator.store.state(KEY) == ShareState(ShareSnapshot(3, 5, 0, ()), 0)
