@@ -15,6 +15,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from broker.apis import BROKER_LISTENER, listener_type
 from broker.auth.authorizer import Authorizer, parse_super_users
@@ -36,6 +37,7 @@ from broker.replication import ReplicationService
 from broker.share.coordinator_config import SHARE_GROUP_STATE_TOPIC
 from broker.share.coordinator_service import ShareCoordinatorService
 from broker.share.memory_persister import MemorySharePersister
+from broker.share.partition_manager import SharePartitionManager
 from broker.share.persister import SharePersister
 from broker.transaction.service import TransactionService
 from broker.transaction.state_log import TRANSACTION_STATE_TOPIC
@@ -102,6 +104,8 @@ class Broker:
     replication: ReplicationService | None = None
     # flush.messages: the flushes appends wait for, one round per log dir (group commit)
     group_commit: GroupCommit = field(default_factory=GroupCommit, repr=False)
+    # share groups: ShareFetch/ShareAcknowledge's share partitions (set by create)
+    share_partitions: SharePartitionManager | None = field(default=None, repr=False)
     _moved: dict[tuple[str, int], None] = field(default_factory=dict, repr=False)
     # share groups (KIP-932): the share coordinator over __share_group_state, and the one
     # persister the share partitions' leaders and the group coordinator use (broker.share;
@@ -202,6 +206,9 @@ class Broker:
                 allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
             )
         replica_manager.on_topics_deleted.append(broker._forget_topics)
+        broker.share_partitions = broker._share_partition_manager()
+        replica_manager.on_role_changes.append(broker.share_partitions.role_changed)
+        group_coordinator.share.on_members_removed.append(broker.share_partitions.members_removed)
         # coordinators wait (LOAD_IN_PROGRESS) while their internal partition is being created
         group_coordinator.partitions.pending = offset_store.partition_pending
         broker.transactions.coordinator.partitions.pending = broker.transactions.state_log.partition_pending
@@ -231,6 +238,26 @@ class Broker:
         self.share_coordinator.attach(self)
         self.replica_manager.on_topics_deleted.append(self.share_coordinator.topics_deleted)
         self.share_persister = NetworkSharePersister.for_broker(self.share_coordinator, self)
+    def _share_partition_manager(self) -> SharePartitionManager:
+        """ShareFetch/ShareAcknowledge's share partitions (``broker.share.partition_manager``)."""
+        from broker.share.dead_letters import DeadLetterAppender
+        from replication.metadata.group_config import share_settings
+
+        def topic_name(topic_id: UUID) -> str | None:
+            image = self.replica_manager.topic_by_id(topic_id)
+            return None if image is None else image.name
+
+        return SharePartitionManager(
+            persister=lambda: self.share_persister,
+            partition_of=self.replica_manager.partition_or_error,
+            topic_name=topic_name,
+            settings_of=lambda group_id: share_settings(
+                self.replica_manager.image, group_id, defaults=self.config.share_group_defaults),
+            clock=self.clock,
+            wake=lambda topic, index: self.appender.fetch_purgatory.check_and_complete((topic, index)),
+            max_sessions=int(self.config.properties["group.share.max.share.sessions"]),
+            append_dead_letters=DeadLetterAppender(self),
+        )
 
     def _after_transaction_replicated(self, transactional_id: str, then: Callable[[], None]) -> None:
         key = (TRANSACTION_STATE_TOPIC, self.transactions.state_log.partition_for(transactional_id))

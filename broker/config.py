@@ -199,6 +199,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     "group.share.record.lock.duration.ms": BrokerKey("30000", _integer(1000, 3600000)),
     "group.share.delivery.count.limit": BrokerKey("5", _integer(2, 10)),
     "group.share.partition.max.record.locks": BrokerKey("2000", _integer(100, 10000)),
+    "group.share.max.share.sessions": BrokerKey("2000", _integer(1, INT_MAX)),
     "transaction.state.log.num.partitions": BrokerKey("50", _integer(1, INT_MAX)),
     "transaction.state.log.segment.bytes": BrokerKey("104857600", _integer(1, INT_MAX)),
     "transaction.max.timeout.ms": BrokerKey("900000", _integer(1, INT_MAX)),

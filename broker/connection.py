@@ -268,6 +268,9 @@ class KafkaConnection(asyncio.Protocol):
             self._drained.set_result(None)
         self.responses.clear()
         self._frames.clear()
+        share_partitions = getattr(self.broker, "share_partitions", None)
+        if share_partitions is not None:  # Kafka closes the connection's share sessions
+            share_partitions.connection_closed(self.connection_id)
         if self._held:
             held, self._held = self._held, 0
             self._wake(self.gate.release(held))

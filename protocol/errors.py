@@ -163,6 +163,7 @@ class ErrorCode(IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    SHARE_SESSION_LIMIT_REACHED = 133
     # Samsa's own codes (see the module docstring).
     OFFSET_CONFLICT = 10000
 
@@ -961,6 +962,12 @@ class FencedStateEpochError(KafkaError):
         "The share coordinator rejected the request because the share-group state epoch did not "
         "match."
     )
+
+
+class ShareSessionLimitReachedError(KafkaError):
+    code = ErrorCode.SHARE_SESSION_LIMIT_REACHED
+    retriable = True
+    default_message = "The limit of share sessions has been reached."
 
 
 class InvalidVoterKeyError(KafkaError):

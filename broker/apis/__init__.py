@@ -190,6 +190,8 @@ API_MODULES = (
     "describe_share_group_offsets",
     "alter_share_group_offsets",
     "delete_share_group_offsets",
+    "share_fetch",
+    "share_acknowledge",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "end_txn",

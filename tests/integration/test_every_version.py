@@ -27,7 +27,7 @@ Requests Kafka answers by closing the connection or not at all, and requests kep
 | ApiVersions above its max version       | a v0 UNSUPPORTED_VERSION reply | not advertised: not here   |
 | Produce v0-v2 (listed from v0 for old   | closes the connection          | UNSUPPORTED_VERSION for    |
 | librdkafka, KAFKA-18659; served from v3)|                                | every partition            |
-| Fetch max_wait_ms up to 2^31-1          | a long poll that long          | capped at 100 ms           |
+| (Share)Fetch max_wait_ms up to 2^31-1   | a long poll that long          | capped at 100 ms           |
 | JoinGroup rebalance_timeout_ms 2^31-1   | waits that long for members    | capped at 100 ms           |
 | CreateTopics/CreatePartitions of up to  | tries to create them           | capped at 4 partitions     |
 | 2^31-1 partitions                       |                                |                            |
@@ -221,7 +221,7 @@ def tame(api_key: int, request: Any) -> Any:
     """Keep a drawn request answerable at once and cheap (the module's table says why)."""
     if api_key == 0 and request.acks == 0:
         request.acks = 1
-    elif api_key == 1:
+    elif api_key in (1, 78):  # Fetch, ShareFetch
         request.max_wait_ms = min(request.max_wait_ms, CAP_MS)
     elif api_key == 11:
         request.rebalance_timeout_ms = min(request.rebalance_timeout_ms, CAP_MS)
