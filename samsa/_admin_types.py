@@ -4,7 +4,8 @@ Kafka's names (``NewTopic``, ``ConfigResource``, ``ConfigEntry``, ``TopicDescrip
 ``QuorumInfo`` with its ``ReplicaState``s, ``QuorumNode``s and ``RaftVoterEndpoint``s), and
 ``PartitionSummary``.
 
-Invariants: ``ConfigResource.type`` is ``"topic"`` or ``"broker"``; ``ConfigEntry.source``
+Invariants: ``ConfigResource.type`` is ``"topic"``, ``"broker"`` or ``"group"`` (a group's
+configs, e.g. a share group's ``share.auto.offset.reset``); ``ConfigEntry.source``
 is the name of Kafka's ``ConfigEntry.ConfigSource`` (``"DYNAMIC_TOPIC_CONFIG"``,
 ``"DEFAULT_CONFIG"``, ...); a member's ``assignment`` is a frozenset of partitions (empty
 when the group is not Stable, as the broker reports it). In a ``QuorumInfo`` the timestamps Kafka
@@ -51,7 +52,7 @@ CONFIG_SOURCES = {
 }
 
 # ConfigResource types on the wire (Kafka's ConfigResource.Type ids).
-RESOURCE_TYPES = {"topic": 2, "broker": 4}
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +68,17 @@ class NewTopic:
 
 @dataclass(frozen=True, slots=True)
 class ConfigResource:
-    """What configs belong to: ``ConfigResource("topic", "orders")`` or
-    ``ConfigResource("broker", "1")`` (``"broker", ""``: the cluster-wide broker defaults)."""
+    """What configs belong to: ``ConfigResource("topic", "orders")``,
+    ``ConfigResource("broker", "1")`` (``"broker", ""``: the cluster-wide broker defaults) or
+    ``ConfigResource("group", "workers")``."""
 
     type: str
     name: str
 
     def __post_init__(self) -> None:
         if self.type not in RESOURCE_TYPES:
-            raise ValueError(f"config resource type must be 'topic' or 'broker', not {self.type!r}")
+            raise ValueError(
+                f"config resource type must be 'topic', 'broker' or 'group', not {self.type!r}")
 
     def __str__(self) -> str:
         return f"{self.type} {self.name!r}"
