@@ -35,6 +35,9 @@ __all__ = [
     "QuorumNode",
     "RaftVoterEndpoint",
     "ReplicaState",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
+    "SharePartitionOffset",
     "TopicDescription",
 ]
 
@@ -139,6 +142,44 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberDescription:
+    """A share group member: its assignment is the partitions it fetches from (shared with the
+    other members that are assigned them)."""
+
+    member_id: str
+    client_id: str
+    host: str
+    member_epoch: int
+    rack_id: str | None = None
+    subscribed_topics: tuple[str, ...] = ()
+    assignment: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupDescription:
+    """A share group as its coordinator (``coordinator_id``) describes it: state ("Empty",
+    "Stable", "Dead"), group and assignment epochs, the assignor, the members."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    coordinator_id: int
+    members: tuple[ShareMemberDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionOffset:
+    """A share-partition's start offset (every record below it is done), its leader epoch and
+    lag (records from the start offset to the end that are not done yet), None where unknown."""
+
+    start_offset: int
+    leader_epoch: int | None = None
+    lag: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
