@@ -290,12 +290,17 @@ class AsyncShareConsumer:
             for tp in failed:
                 log.warning("acknowledgements of %s-%d could not be sent (a new share session): "
                             "the broker will deliver those records again", tp.topic, tp.partition)
-            if not request.topics and not request.forgotten_topics_data and session.epoch != 0:
-                return
+            if not wanted and not request.topics and not request.forgotten_topics_data:
+                return  # nothing to fetch, acknowledge or forget at this broker
+            log.debug("%s: ShareFetch to node %d: epoch %d, %d topics, %d forgotten, wait %d ms",
+                      session.member_id, node_id, request.share_session_epoch,
+                      len(request.topics), len(request.forgotten_topics_data), request.max_wait_ms)
             response = await self._send(node_id, request, session)
             if response is None:
                 return
             self._fetched(node_id, response)
+            log.debug("%s: ShareFetch answered: error %d, %d partitions buffered",
+                      session.member_id, response.error_code, len(self._buffer))
 
     async def _send(self, node_id: int, request: ShareFetchRequest | ShareAcknowledgeRequest,
                     session: ShareSession) -> Any:
