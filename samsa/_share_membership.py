@@ -78,6 +78,9 @@ class ShareGroupMember:
     def subscribe(self, topics: Iterable[str]) -> None:
         """Ask for ``topics`` with the next heartbeat (sent at once); starts heartbeating."""
         self.subscription = tuple(sorted(set(topics)))
+        if self.member_epoch < 0:  # left before: join again, with the same member id
+            self.member_epoch = 0
+            self._sent_subscription = None
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
