@@ -121,12 +121,12 @@ class AsyncShareConsumer:
         return set(self._member.subscription)
 
     async def unsubscribe(self) -> None:
-        """Acknowledge what is due (implicit mode), leave the group, drop buffered records."""
+        """Acknowledge what is due (implicit mode), close the share sessions (the brokers
+        release every record still acquired: buffered ones too), leave the group."""
         self._check_open()
-        await self.commit_sync()
+        await self._close_sessions()
         await self._member.leave()
         self._member.subscription = ()
-        self._buffer.clear()
 
     # --- poll ---
 
@@ -375,19 +375,29 @@ class AsyncShareConsumer:
         if self._closed:
             raise ClientClosedError("the share consumer is closed")
 
+    async def _close_sessions(self) -> None:
+        """Acknowledge what is due (every delivered record in implicit mode), then close each
+        share session (ShareAcknowledge, epoch -1); buffered records are dropped (the brokers
+        release them with the session)."""
+        if not self._explicit:
+            self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+        self._in_flight.settle()
+        pending = self._in_flight.take_all()
+        self._in_flight.forget({shared.tp for shared in self._buffer}
+                               | {tp for session in self._sessions.values()
+                                  for tp in session.partitions})
+        self._buffer.clear()
+        nodes = {n for n, s in self._sessions.items() if not s.is_new} | set(pending)
+        await asyncio.gather(*(self._acknowledge(node_id, pending.get(node_id, {}), close=True)
+                               for node_id in nodes), return_exceptions=True)
+
     async def close(self) -> None:
         """Acknowledge (implicit mode), close the share sessions, leave the group."""
         if self._closed:
             return
         try:
-            if not self._explicit:
-                self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-            self._in_flight.settle()
-            pending = self._in_flight.take_all()
-            nodes = {n for n, s in self._sessions.items() if not s.is_new} | set(pending)
-            await asyncio.gather(*(self._acknowledge(node_id, pending.get(node_id, {}), close=True)
-                                   for node_id in nodes), return_exceptions=True)
             await asyncio.gather(*self._commit_tasks, return_exceptions=True)
+            await self._close_sessions()
             await self._member.leave()
         finally:
             self._closed = True

@@ -41,6 +41,10 @@ def test_release_redelivers_with_delivery_count_2(samsa: BrokerProcess) -> None:
     share_scenarios.release_redelivers_with_delivery_count_2(samsa.bootstrap, "released", "release")
 
 
+def test_unsubscribe_releases_what_was_acquired(samsa: BrokerProcess) -> None:
+    share_scenarios.unsubscribe_releases_what_was_acquired(samsa.bootstrap, "left", "left")
+
+
 def test_explicit_mode_rules(samsa: BrokerProcess) -> None:
     share_scenarios.explicit_mode_rules(samsa.bootstrap, "explicit", "explicit")
 

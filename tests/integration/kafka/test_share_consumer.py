@@ -42,6 +42,10 @@ def test_release_redelivers_with_delivery_count_2(kafka: ApacheKafka) -> None:
     share_scenarios.release_redelivers_with_delivery_count_2(kafka.bootstrap, "released", "release")
 
 
+def test_unsubscribe_releases_what_was_acquired(kafka: ApacheKafka) -> None:
+    share_scenarios.unsubscribe_releases_what_was_acquired(kafka.bootstrap, "left", "left")
+
+
 def test_explicit_mode_rules(kafka: ApacheKafka) -> None:
     share_scenarios.explicit_mode_rules(kafka.bootstrap, "explicit", "explicit")
 
