@@ -58,15 +58,18 @@ def poll_until(consumers: Sequence[ShareConsumer], done: Callable[[], bool],
             on_records(index, consumer.poll(timeout))
 
 
-def wait_for_members(bootstrap: str, group: str, consumers: Sequence[ShareConsumer]) -> None:
-    """Poll ``consumers`` until the group has them all as members, each with an assignment."""
+def wait_for_members(bootstrap: str, group: str, consumers: Sequence[ShareConsumer],
+                     count: int | None = None) -> None:
+    """Poll ``consumers`` until the group has ``count`` members (default: them), each with an
+    assignment; what the polls return is dropped (call it before producing)."""
+    wanted = len(consumers) if count is None else count
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         def assigned() -> bool:
             try:
                 members = admin.describe_share_groups([group])[group].members
             except KafkaError:
                 return False
-            return len(members) == len(consumers) and all(m.assignment for m in members)
+            return len(members) == wanted and all(m.assignment for m in members)
 
         poll_until(consumers, assigned, lambda _, records: None)
 
