@@ -2,7 +2,8 @@
 ``tests.integration.share_scenarios`` that pass against Apache Kafka 4.3.1
 (tests/integration/kafka/test_share_consumer.py): two ``ShareConsumer`` members share a topic's
 records, RELEASE redelivers with delivery count 2, explicit mode's rules, and the group as
-``AdminClient`` and ``samsa share-groups`` show it. One broker for the module."""
+``AdminClient`` and ``samsa share-groups`` show it. One broker for the module, its share
+groups' heartbeat interval 1 s (Kafka's default, 5 s, would make each join take seconds)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def samsa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     directory: Path = tmp_path_factory.mktemp("samsa-share")
-    broker = BrokerProcess(log_dir=directory / "logs", overrides={},
+    broker = BrokerProcess(log_dir=directory / "logs",
+                           overrides={"group.share.heartbeat.interval.ms": "1000"},
                            stderr_path=directory / "broker.log").start()
     try:
         yield broker
