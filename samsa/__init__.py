@@ -1,8 +1,9 @@
 """Samsa's Python client for Kafka-protocol brokers (Samsa's own, or Kafka).
 
-    from samsa import Producer, Consumer, AdminClient
+    from samsa import Producer, Consumer, ShareConsumer, AdminClient
 
-``Producer``, ``Consumer`` and ``AdminClient`` are blocking objects; each runs an
+``Producer``, ``Consumer``, ``ShareConsumer`` (a share group member) and ``AdminClient`` are
+blocking objects; each runs an
 asyncio core (``samsa._cluster.Cluster`` over ``samsa._connection``) on its own event
 loop thread. Configuration uses Kafka's names (see ``samsa.config``).
 """
@@ -20,6 +21,7 @@ from samsa.types import (
     OffsetAndTimestamp,
     PartitionInfo,
     RecordMetadata,
+    ShareConsumerRecord,
     TopicInfo,
     TopicPartition,
 )
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from samsa.admin import AdminClient, AsyncAdminClient, ConfigResource, NewTopic
     from samsa.consumer import AsyncConsumer, Consumer, ConsumerRebalanceListener
     from samsa.producer import AsyncProducer, Producer
+    from samsa.share_consumer import AcknowledgeType, AsyncShareConsumer, ShareConsumer
 
 # Client classes imported on first use, so that ``import samsa.types`` (the CLI) stays light.
 _LAZY = {
@@ -62,6 +65,9 @@ _LAZY = {
     "ConsumerRebalanceListener": "samsa.consumer",
     "AsyncProducer": "samsa.producer",
     "Producer": "samsa.producer",
+    "AcknowledgeType": "samsa.share_consumer",
+    "AsyncShareConsumer": "samsa.share_consumer",
+    "ShareConsumer": "samsa.share_consumer",
 }
 
 
@@ -75,6 +81,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AccessControlEntry",
     "AccessControlEntryFilter",
+    "AcknowledgeType",
     "AclBinding",
     "AclBindingFilter",
     "AclOperation",
@@ -83,6 +90,7 @@ __all__ = [
     "AsyncAdminClient",
     "AsyncConsumer",
     "AsyncProducer",
+    "AsyncShareConsumer",
     "BrokerInfo",
     "ConfigError",
     "ConfigResource",
@@ -101,6 +109,8 @@ __all__ = [
     "ResourcePattern",
     "ResourcePatternFilter",
     "ResourceType",
+    "ShareConsumer",
+    "ShareConsumerRecord",
     "TopicInfo",
     "TopicPartition",
 ]

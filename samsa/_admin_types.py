@@ -4,7 +4,8 @@ Kafka's names (``NewTopic``, ``ConfigResource``, ``ConfigEntry``, ``TopicDescrip
 ``QuorumInfo`` with its ``ReplicaState``s, ``QuorumNode``s and ``RaftVoterEndpoint``s), and
 ``PartitionSummary``.
 
-Invariants: ``ConfigResource.type`` is ``"topic"`` or ``"broker"``; ``ConfigEntry.source``
+Invariants: ``ConfigResource.type`` is ``"topic"``, ``"broker"`` or ``"group"`` (a group's
+configs, e.g. a share group's ``share.auto.offset.reset``); ``ConfigEntry.source``
 is the name of Kafka's ``ConfigEntry.ConfigSource`` (``"DYNAMIC_TOPIC_CONFIG"``,
 ``"DEFAULT_CONFIG"``, ...); a member's ``assignment`` is a frozenset of partitions (empty
 when the group is not Stable, as the broker reports it). In a ``QuorumInfo`` the timestamps Kafka
@@ -34,6 +35,9 @@ __all__ = [
     "QuorumNode",
     "RaftVoterEndpoint",
     "ReplicaState",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
+    "SharePartitionOffset",
     "TopicDescription",
 ]
 
@@ -51,7 +55,7 @@ CONFIG_SOURCES = {
 }
 
 # ConfigResource types on the wire (Kafka's ConfigResource.Type ids).
-RESOURCE_TYPES = {"topic": 2, "broker": 4}
+RESOURCE_TYPES = {"topic": 2, "broker": 4, "group": 32}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +71,17 @@ class NewTopic:
 
 @dataclass(frozen=True, slots=True)
 class ConfigResource:
-    """What configs belong to: ``ConfigResource("topic", "orders")`` or
-    ``ConfigResource("broker", "1")`` (``"broker", ""``: the cluster-wide broker defaults)."""
+    """What configs belong to: ``ConfigResource("topic", "orders")``,
+    ``ConfigResource("broker", "1")`` (``"broker", ""``: the cluster-wide broker defaults) or
+    ``ConfigResource("group", "workers")``."""
 
     type: str
     name: str
 
     def __post_init__(self) -> None:
         if self.type not in RESOURCE_TYPES:
-            raise ValueError(f"config resource type must be 'topic' or 'broker', not {self.type!r}")
+            raise ValueError(
+                f"config resource type must be 'topic', 'broker' or 'group', not {self.type!r}")
 
     def __str__(self) -> str:
         return f"{self.type} {self.name!r}"
@@ -136,6 +142,44 @@ class GroupDescription:
     protocol_type: str
     protocol: str
     members: tuple[MemberDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberDescription:
+    """A share group member: its assignment is the partitions it fetches from (shared with the
+    other members that are assigned them)."""
+
+    member_id: str
+    client_id: str
+    host: str
+    member_epoch: int
+    rack_id: str | None = None
+    subscribed_topics: tuple[str, ...] = ()
+    assignment: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupDescription:
+    """A share group as its coordinator (``coordinator_id``) describes it: state ("Empty",
+    "Stable", "Dead"), group and assignment epochs, the assignor, the members."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    coordinator_id: int
+    members: tuple[ShareMemberDescription, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionOffset:
+    """A share-partition's start offset (every record below it is done), its leader epoch and
+    lag (records from the start offset to the end that are not done yet), None where unknown."""
+
+    start_offset: int
+    leader_epoch: int | None = None
+    lag: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -198,6 +198,10 @@ class Cluster:
             if node_id not in self.brokers:
                 self._connections.pop(node_id).close_soon()
 
+    def invalidate_metadata(self) -> None:
+        """Make the next ``leader_for`` (or a caller checking ``metadata_is_stale``) refresh."""
+        self._metadata_time = 0.0
+
     def partitions_for(self, topic: str) -> list[int] | None:
         """The partition numbers of ``topic`` as last seen, or None if it is unknown."""
         info = self.topics.get(topic)

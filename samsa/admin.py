@@ -20,7 +20,7 @@ up to ``default.api.timeout.ms``; when no broker answers at all, a call fails at
 ``NoBrokersAvailableError`` naming the addresses tried.
 
 Routing follows Kafka's admin client (see ``samsa._admin_topics``, ``samsa._admin_cluster``,
-``samsa._admin_groups``, ``samsa._admin_records``, ``samsa._admin_acls``). ACLs use the model
+``samsa._admin_groups``, ``samsa._admin_share_groups``, ``samsa._admin_records``, ``samsa._admin_acls``). ACLs use the model
 of ``samsa.acl`` (``AclBinding``, ``AclBindingFilter``, ...), re-exported here.
 """
 
@@ -34,6 +34,7 @@ from samsa._admin_acls import AclAdmin
 from samsa._admin_cluster import ClusterAdmin
 from samsa._admin_groups import GroupAdmin
 from samsa._admin_records import RecordsAdmin
+from samsa._admin_share_groups import ShareGroupAdmin
 from samsa._admin_topics import TopicAdmin
 from samsa._admin_types import (
     ClusterDescription,
@@ -48,6 +49,9 @@ from samsa._admin_types import (
     QuorumNode,
     RaftVoterEndpoint,
     ReplicaState,
+    ShareGroupDescription,
+    ShareMemberDescription,
+    SharePartitionOffset,
     TopicDescription,
 )
 from samsa._loop import LoopThread
@@ -91,13 +95,17 @@ __all__ = [
     "ResourcePattern",
     "ResourcePatternFilter",
     "ResourceType",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
+    "SharePartitionOffset",
     "TopicDescription",
 ]
 
 T = TypeVar("T")
 
 
-class AsyncAdminClient(TopicAdmin, ClusterAdmin, GroupAdmin, RecordsAdmin, AclAdmin):
+class AsyncAdminClient(TopicAdmin, ClusterAdmin, ShareGroupAdmin, GroupAdmin, RecordsAdmin,
+                       AclAdmin):
     """The admin API as coroutines (the methods are documented on ``AdminClient``)."""
 
     async def __aenter__(self) -> AsyncAdminClient:
@@ -214,6 +222,37 @@ class AdminClient:
     def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         """Delete the group's committed offsets of ``partitions``."""
         self._run(self._core.delete_group_offsets(group_id, partitions))
+
+    # --- share groups (KIP-932) ---------------------------------------------------------------
+
+    def list_share_groups(self) -> list[GroupListing]:
+        """Every share group (id, "share", state), sorted by id."""
+        return self._run(self._core.list_share_groups())
+
+    def describe_share_groups(self, group_ids: str | Iterable[str]
+                              ) -> dict[str, ShareGroupDescription]:
+        """State, epochs, assignor, coordinator and members (client id, host, member epoch,
+        subscription, assigned partitions) of each share group."""
+        return self._run(self._core.describe_share_groups(group_ids))
+
+    def describe_share_group_offsets(self, group_id: str,
+                                     partitions: Iterable[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, SharePartitionOffset]:
+        """The share group's start offset and lag of each partition (all, or ``partitions``)."""
+        return self._run(self._core.describe_share_group_offsets(group_id, partitions))
+
+    def alter_share_group_offsets(self, group_id: str,
+                                  offsets: Mapping[TopicPartition, int]) -> None:
+        """Set the share group's start offsets (it must have no members)."""
+        self._run(self._core.alter_share_group_offsets(group_id, offsets))
+
+    def delete_share_group_offsets(self, group_id: str, topics: str | Iterable[str]) -> None:
+        """Forget the share group's start offsets of ``topics`` (it must have no members)."""
+        self._run(self._core.delete_share_group_offsets(group_id, topics))
+
+    def delete_share_groups(self, group_ids: str | Iterable[str]) -> None:
+        """Delete share groups that have no members, with their start offsets."""
+        self._run(self._core.delete_share_groups(group_ids))
 
     # --- offsets and records -----------------------------------------------------------------
 

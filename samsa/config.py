@@ -24,7 +24,7 @@ from typing import Any
 from samsa._sasl import sasl_credentials
 from samsa.errors import ConfigError
 
-__all__ = ["ADMIN", "COMMON", "CONSUMER", "PRODUCER", "ConfigKey", "parse_config"]
+__all__ = ["ADMIN", "COMMON", "CONSUMER", "PRODUCER", "SHARE_CONSUMER", "ConfigKey", "parse_config"]
 
 _INT32_MAX = 2**31 - 1
 
@@ -184,17 +184,32 @@ CONSUMER = _keys(
     ConfigKey("value.deserializer", "object", None, doc="callable(bytes) -> value, or None for bytes"),
 )
 
+# KafkaShareConsumer's keys (ShareConsumerConfig): the group's session timeout, heartbeat
+# interval, isolation level and offset reset are the group's configs, kept by the broker.
+SHARE_CONSUMER = _keys(
+    ConfigKey("group.id", "str", None),
+    ConfigKey("share.acknowledgement.mode", "str", "implicit", choices=("implicit", "explicit")),
+    ConfigKey("max.poll.records", "int", 500, minimum=1),
+    ConfigKey("fetch.min.bytes", "int", 1, minimum=0),
+    ConfigKey("fetch.max.bytes", "int", 52_428_800, minimum=0),
+    ConfigKey("fetch.max.wait.ms", "int", 500, minimum=0),
+    ConfigKey("check.crcs", "bool", True),
+    ConfigKey("key.deserializer", "object", None, doc="callable(bytes) -> value, or None for bytes"),
+    ConfigKey("value.deserializer", "object", None, doc="callable(bytes) -> value, or None for bytes"),
+)
+
 ADMIN: dict[str, ConfigKey] = {}
 
 _ROLES: dict[str, tuple[dict[str, ConfigKey], ...]] = {
     "producer": (COMMON, PRODUCER),
     "consumer": (COMMON, CONSUMER),
+    "share_consumer": (COMMON, SHARE_CONSUMER),
     "admin": (COMMON, ADMIN),
 }
 
 
 def known_keys(role: str) -> dict[str, ConfigKey]:
-    """Every key ``role`` ("producer", "consumer", "admin") accepts."""
+    """Every key ``role`` ("producer", "consumer", "share_consumer", "admin") accepts."""
     merged: dict[str, ConfigKey] = {}
     for table in _ROLES[role]:
         merged.update(table)
@@ -241,6 +256,8 @@ def _check_consistency(role: str, config: dict[str, Any], explicit: set[str]) ->
         sasl_credentials(config)  # a bad mechanism or missing credentials fail here
     if role == "producer":
         _check_producer(config, explicit)
+    if role == "share_consumer" and not config["group.id"]:
+        raise ConfigError("group.id", config["group.id"], "a share consumer needs a group.id")
     if role == "consumer" and config["heartbeat.interval.ms"] >= config["session.timeout.ms"]:
         raise ConfigError("heartbeat.interval.ms", config["heartbeat.interval.ms"],
                           "must be lower than session.timeout.ms")

@@ -26,6 +26,7 @@ __all__ = [
     "CommitFailedError",
     "ConfigError",
     "ErrorCode",
+    "IllegalStateError",
     "KafkaError",
     "KafkaTimeoutError",
     "NoBrokersAvailableError",
@@ -80,6 +81,12 @@ class CommitFailedError(ClientError):
     """An offset commit was refused because the group rebalanced (the member's generation or
     id is no longer current): the partitions may belong to another member now (Java's
     CommitFailedException)."""
+
+
+class IllegalStateError(ClientError):
+    """A call the client's state does not allow (Java's IllegalStateException): e.g. a share
+    consumer's ``poll()`` while records of the previous poll are unacknowledged in explicit
+    acknowledgement mode, or ``acknowledge()`` in implicit mode."""
 
 
 class NoOffsetForPartitionError(ClientError):

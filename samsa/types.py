@@ -12,6 +12,7 @@ __all__ = [
     "OffsetAndTimestamp",
     "PartitionInfo",
     "RecordMetadata",
+    "ShareConsumerRecord",
     "TopicInfo",
     "TopicPartition",
 ]
@@ -89,6 +90,15 @@ class ConsumerRecord:
     leader_epoch: int = -1
     serialized_key_size: int = -1
     serialized_value_size: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ShareConsumerRecord(ConsumerRecord):
+    """A record as a share consumer (``samsa.ShareConsumer``) returns it: a ``ConsumerRecord``
+    plus ``delivery_count``, how many times the share group has delivered it, this time
+    included (1 on the first delivery; Kafka's ``ConsumerRecord.deliveryCount``)."""
+
+    delivery_count: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from tools import (
     log_commands,
     perf_commands,
     produce_commands,
+    share_groups_commands,
     storage_commands,
     topics_commands,
 )
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics_commands.register(groups)
     configs_commands.register(groups)
     groups_commands.register(groups)
+    share_groups_commands.register(groups)
     cluster_commands.register(groups)
     consume_commands.register(groups)
     produce_commands.register(groups)
