@@ -15,10 +15,7 @@ import pytest
 from tests.integration import share_scenarios
 from tests.integration.conftest import BrokerProcess
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.xfail(reason="share-group broker side not merged", strict=False),
-]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

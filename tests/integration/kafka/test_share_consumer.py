@@ -70,7 +70,6 @@ def samsa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield broker
 
 
-@pytest.mark.xfail(reason="share-group broker side not merged", strict=False)
 def test_samsa_and_kafkas_own_share_consumer_share_one_group_on_samsa(samsa: BrokerProcess) -> None:
     samsa_and_kafkas_own_share_consumer_share_one_group(samsa.bootstrap, "mixed", "mixed")
 
