@@ -121,7 +121,6 @@ MISSING_APIS: list[tuple[tuple[int, ...], str]] = [
     ((68, 69), "ConsumerGroupHeartbeat/Describe (KIP-848, group.protocol=consumer): not "
      "implemented; the classic protocol is"),
     ((74,), "ListClientMetricsResources (KIP-714): no client metrics"),
-    ((78, 79), "share groups (KIP-932: ShareFetch, ShareAcknowledge): not implemented"),
     ((80, 81), "Add/RemoveRaftVoter (KIP-853 dynamic quorums): Samsa's voters are static"),
     ((88, 89), "streams groups (KIP-1071: StreamsGroupHeartbeat/Describe): not implemented"),
 ]
