@@ -155,6 +155,10 @@ _BROKER_ONLY_TYPES: dict[str, int] = {
     "share.coordinator.state.topic.segment.bytes": INT,
     "share.coordinator.snapshot.update.records.per.snapshot": INT,
     "share.coordinator.write.timeout.ms": INT,
+    "group.share.session.timeout.ms": INT, "group.share.heartbeat.interval.ms": INT,
+    "group.share.max.size": INT, "group.share.record.lock.duration.ms": INT,
+    "group.share.delivery.count.limit": INT, "group.share.partition.max.record.locks": INT,
+    "group.share.max.share.sessions": INT,
 }
 
 # A topic config -> its broker-wide default's first synonym (Kafka's TOPIC_CONFIG_SYNONYMS).

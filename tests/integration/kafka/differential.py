@@ -157,6 +157,9 @@ ALLOWLIST: list[Allowed] = [
     *[Allowed(API_VERSIONS, f"api_keys[{key}]", why, kafka_only=True)
       for keys, why in MISSING_APIS for key in keys],
     *[Allowed(API_VERSIONS, f"api_keys[{key}].max_version", NEWER_SCHEMAS) for key in OLDER_MAX],
+    *[Allowed(API_VERSIONS, f"api_keys[{key}].max_version", "ShareFetch/ShareAcknowledge v2 "
+              "(KIP-1206 ShareAcquireMode, KIP-1222 RENEW) are generated but not served: "
+              "Samsa serves v1") for key in (78, 79)],
     Allowed(API_VERSIONS, "api_keys[10000]", "Samsa's own DescribeLogSegments (samsa log "
             "segments), in the range Kafka leaves to private APIs", samsa_only=True),
     Allowed(API_VERSIONS, "api_keys[10001]", "Samsa's own SamsaConditionalProduce (conditional "
