@@ -372,6 +372,9 @@ def print_table(document: dict[str, Any], console: Console) -> None:
 def run(*, num_records: int, rounds_count: int, modes: Sequence[str] = MODES) -> dict[str, Any]:
     from bench import peers
 
+    # imported before the first round, so that no mode's client CPU includes the imports
+    from samsa import admin, consumer, share_consumer  # noqa: F401
+
     console = rounds.console()
     environment = rounds.environment()
     with tempfile.TemporaryDirectory(prefix="samsa-share-bench-") as temp:
@@ -401,9 +404,10 @@ def run(*, num_records: int, rounds_count: int, modes: Sequence[str] = MODES) ->
 
 
 def main(*, quick: bool = False, num_records: int | None = None,
-         rounds_count: int = rounds.DEFAULT_ROUNDS, json_path: Path | None = None) -> dict[str, Any]:
+         rounds_count: int = rounds.DEFAULT_ROUNDS, modes: Sequence[str] = MODES,
+         json_path: Path | None = None) -> dict[str, Any]:
     records = num_records or (5_000 if quick else 30_000)
-    document = run(num_records=records, rounds_count=2 if quick else rounds_count)
+    document = run(num_records=records, rounds_count=2 if quick else rounds_count, modes=modes)
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     rounds.write_results(document, json_path or RESULTS / f"share-{date}.json", rounds.console())
     return document
@@ -417,11 +421,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-records", type=int, default=None, help="default 30,000")
     parser.add_argument("--rounds", type=int, default=rounds.DEFAULT_ROUNDS,
                         help="interleaved rounds (default 5)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated, of: {', '.join(MODES)} (default: all; "
+                             f"'share x4' for 'share ×4')")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
-    return parser.parse_args(argv)
+    arguments = parser.parse_args(argv)
+    arguments.modes = [mode.strip().replace("share x", "share ×")
+                       for mode in arguments.modes.split(",") if mode.strip()]
+    unknown = set(arguments.modes) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes: {', '.join(sorted(unknown))}")
+    return arguments
 
 
 if __name__ == "__main__":
     arguments = parse_args()
     main(quick=arguments.quick, num_records=arguments.num_records, rounds_count=arguments.rounds,
-         json_path=arguments.json)
+         modes=arguments.modes, json_path=arguments.json)
