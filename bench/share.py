@@ -21,6 +21,14 @@ mode with a fresh group:
   before it is archived. The reject run ends only when the dead-letter topic holds every record
   (its end offsets, polled every 10 ms), so the appends are inside the time.
 
+Apache Kafka 4.3.1 (``bench.peers.start_kafka``; left out with ``--no-kafka`` or when Java is
+missing) runs the classic and share modes beside Samsa — the same client, the same records,
+its share groups on by default; ``group.initial.rebalance.delay.ms=0`` and a 1 s share heartbeat
+interval as Samsa's — as the systems ``kafka: classic``, ``kafka: share ×1`` and so on
+(``samsa.share.dead.letter.topic`` is Samsa's own: no dead-letter modes there). Before the
+rounds each broker serves one classic and one share ×1 read that is not counted (the JVM's JIT,
+Samsa's first share-partition loads).
+
 Figures per mode and round: records/s from the first poll that returns records to the last
 acknowledgement confirmed (so a group's join is outside the time), and the acknowledgement
 latency of each record — from the ``poll()`` that returned it to the return of the
@@ -28,15 +36,16 @@ latency of each record — from the ``poll()`` that returned it to the return of
 to the ShareAcknowledge / OffsetCommit; not the piggybacked acknowledgement of implicit mode,
 which the client does not time — as p50 and p99 over the records; plus the CPU seconds the
 broker and this process (the clients) used. Reported: median (min–max) over the rounds, and the
-median (min–max) of the paired per-round ratios share ÷ classic and dead-letter reject ÷
-accept (the cost of the move). The classic consumer is the reference line: the same broker
-serving the same records without per-record state. Writes ``bench/results/share-<date>.json``.
+median (min–max) of the paired per-round ratios share ÷ classic (on each broker), dead-letter
+reject ÷ accept (the cost of the move) and Samsa ÷ Kafka per mode. The classic consumer is the
+reference line: the same broker serving the same records without per-record state. Writes ``bench/results/share-<date>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import tempfile
 import time
@@ -71,11 +80,26 @@ def share_mode(members: int) -> str:
 
 
 MODES = (CLASSIC, *(share_mode(members) for members in SHARE_MEMBERS), ACCEPT, REJECT)
-# (numerator, denominator, what the ratio says)
-PAIRS = (*((share_mode(members), CLASSIC, f"{members} share member(s) against one classic "
-                                           f"consumer") for members in SHARE_MEMBERS),
-         (REJECT, ACCEPT, "the dead-letter move: every record rejected and appended to the "
-                          "dead-letter topic, against every record accepted"))
+KAFKA = "kafka: "  # the prefix of a mode run against Apache Kafka
+KAFKA_MODES = (CLASSIC, *(share_mode(members) for members in SHARE_MEMBERS))  # no dead letters
+KAFKA_CONFIGS = {"group.initial.rebalance.delay.ms": "0",
+                 "group.share.heartbeat.interval.ms": "1000",
+                 "group.share.min.heartbeat.interval.ms": "1000"}
+
+
+def pairs(systems: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(numerator, denominator, what the ratio says) of every paired ratio ``systems`` allow:
+    share ÷ classic and dead-letter reject ÷ accept on each broker, Samsa ÷ Kafka per mode."""
+    found: list[tuple[str, str, str]] = []
+    for prefix, broker in (("", "Samsa"), (KAFKA, "Kafka")):
+        found += [(prefix + share_mode(members), prefix + CLASSIC,
+                   f"{broker}: {members} share member(s) against one classic consumer")
+                  for members in SHARE_MEMBERS]
+    found.append((REJECT, ACCEPT, "Samsa: the dead-letter move, every record rejected and "
+                                  "appended to the dead-letter topic, against every record "
+                                  "accepted"))
+    found += [(mode, KAFKA + mode, f"Samsa ÷ Kafka, {mode}") for mode in KAFKA_MODES]
+    return [pair for pair in found if pair[0] in systems and pair[1] in systems]
 
 
 @dataclass(frozen=True)
@@ -281,18 +305,20 @@ async def read_mode(bootstrap: str, total: int, mode: str, round_index: int,
         await wait_for_dead_letters(bootstrap, dead_letters, total, clock)
 
 
-def measure(bootstrap: str, broker_pid: int, total: int, mode: str, round_index: int) -> Drained:
-    from bench import cpu
+def measure(brokers: dict[str, Any], total: int, system: str, round_index: int) -> Drained:
+    """One read of every record: ``system`` is a mode, or ``kafka: `` and a mode."""
     from samsa._loop import new_event_loop
 
+    broker = brokers["kafka" if system.startswith(KAFKA) else "samsa"]
+    mode = system.removeprefix(KAFKA)
     clock = Clock()
-    broker_before, client_before = cpu.process_cpu_seconds(broker_pid), time.process_time()
+    broker_before, client_before = broker.cpu_seconds(), time.process_time()
     loop = new_event_loop()
     try:
-        loop.run_until_complete(read_mode(bootstrap, total, mode, round_index, clock))
+        loop.run_until_complete(read_mode(broker.bootstrap, total, mode, round_index, clock))
     finally:
         loop.close()
-    return clock.drained(mode, cpu.process_cpu_seconds(broker_pid) - broker_before,
+    return clock.drained(system, broker.cpu_seconds() - broker_before,
                          time.process_time() - client_before)
 
 
@@ -337,7 +363,7 @@ def summary(done: rounds.Rounds[Drained]) -> dict[str, Any]:
     ratios = [{"mode": mode, "against": against, "what": what,
                **{name: rounds.spread_json(done.ratio(mode, against, FIGURES[name]))
                   for name in ("records_per_s", "ack_p50_ms", "ack_p99_ms")}}
-              for mode, against, what in PAIRS if mode in done.systems and against in done.systems]
+              for mode, against, what in pairs([name for name in done.systems if done.ok(name)])]
     return {"modes": modes, "ratios": ratios, "failures": done.failures}
 
 
@@ -357,7 +383,9 @@ def print_table(document: dict[str, Any], console: Console) -> None:
                       rounds.cell(figures["broker_cpu_ms_per_1000_records"], ",.0f"),
                       rounds.cell(figures["client_cpu_ms_per_1000_records"], ",.0f"))
     for pair in result["ratios"]:
-        table.add_row(f"{pair['mode']} ÷ {pair['against']} (paired)",
+        samsa_over_kafka = pair["against"] == KAFKA + pair["mode"]
+        table.add_row(f"samsa ÷ kafka: {pair['mode']} (paired)" if samsa_over_kafka
+                      else f"{pair['mode']} ÷ {pair['against']} (paired)",
                       rounds.ratio_cell(pair["records_per_s"]),
                       rounds.ratio_cell(pair["ack_p50_ms"]),
                       rounds.ratio_cell(pair["ack_p99_ms"]), "", "")
@@ -369,7 +397,8 @@ def print_table(document: dict[str, Any], console: Console) -> None:
         console.print(f"[red]{mode} failed: {reason}[/red]")
 
 
-def run(*, num_records: int, rounds_count: int, modes: Sequence[str] = MODES) -> dict[str, Any]:
+def run(*, num_records: int, rounds_count: int, modes: Sequence[str] = MODES,
+        kafka: bool = True) -> dict[str, Any]:
     from bench import peers
 
     # imported before the first round, so that no mode's client CPU includes the imports
@@ -377,24 +406,43 @@ def run(*, num_records: int, rounds_count: int, modes: Sequence[str] = MODES) ->
 
     console = rounds.console()
     environment = rounds.environment()
-    with tempfile.TemporaryDirectory(prefix="samsa-share-bench-") as temp:
-        broker = peers.start_samsa(Path(temp) / "samsa-data", overrides=BROKER_OVERRIDES)
-        try:
-            with Progress(console=console, transient=True) as progress:
-                task = progress.add_task(f"writing {num_records:,} records", total=None)
-                value_bytes = fill(broker.bootstrap, num_records)
+    systems = list(modes)
+    kafka_version = kafka_unavailable = None
+    with tempfile.TemporaryDirectory(prefix="samsa-share-bench-") as temp, \
+            contextlib.ExitStack() as stack:
+        brokers = {"samsa": peers.start_samsa(Path(temp) / "samsa-data",
+                                              overrides=BROKER_OVERRIDES)}
+        stack.callback(brokers["samsa"].stop)
+        if kafka:
+            try:
+                brokers["kafka"] = peers.start_kafka(Path(temp), configs=KAFKA_CONFIGS)
+                stack.callback(brokers["kafka"].stop)
+                kafka_version = brokers["kafka"].version
+                systems += [KAFKA + mode for mode in modes if mode in KAFKA_MODES]
+            except peers.Unavailable as error:
+                kafka_unavailable = str(error)
+                console.print(f"[yellow]without Apache Kafka: {error}[/yellow]")
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task(f"writing {num_records:,} records", total=None)
+            value_bytes = {name: fill(broker.bootstrap, num_records)
+                           for name, broker in brokers.items()}["samsa"]
+            progress.remove_task(task)
+            for name in brokers:  # warm-up reads, not counted: a JVM's JIT
+                task = progress.add_task(f"warming up {name}", total=None)
+                for mode in (CLASSIC, share_mode(1)):
+                    measure(brokers, num_records, (KAFKA if name == "kafka" else "") + mode, -1)
                 progress.remove_task(task)
-                done = rounds.run_rounds(
-                    list(modes), rounds_count,
-                    lambda mode, index: measure(broker.bootstrap, broker.pid, num_records, mode,
-                                                index),
-                    progress=progress, label="share: ")
-        finally:
-            broker.stop()
+            done = rounds.run_rounds(
+                systems, rounds_count,
+                lambda system, index: measure(brokers, num_records, system, index),
+                may_fail=[system for system in systems if system.startswith(KAFKA)],
+                progress=progress, label="share: ")
     document = {
         "bench": "share", "environment": rounds.finish(environment),
         "num_records": num_records, "value_bytes": value_bytes, "partitions": PARTITIONS,
         "record_sizes": list(SIZES), "rounds": rounds_count, "broker_overrides": BROKER_OVERRIDES,
+        "kafka": kafka_version, "kafka_configs": KAFKA_CONFIGS if kafka_version else None,
+        "kafka_unavailable": kafka_unavailable,
         "ack_latency": "poll() returning the record → commit_sync() / commit() returning",
         "summary": summary(done),
         "by_round": rounds.rounds_json(done, Drained.row),
@@ -405,9 +453,10 @@ def run(*, num_records: int, rounds_count: int, modes: Sequence[str] = MODES) ->
 
 def main(*, quick: bool = False, num_records: int | None = None,
          rounds_count: int = rounds.DEFAULT_ROUNDS, modes: Sequence[str] = MODES,
-         json_path: Path | None = None) -> dict[str, Any]:
+         kafka: bool = True, json_path: Path | None = None) -> dict[str, Any]:
     records = num_records or (5_000 if quick else 30_000)
-    document = run(num_records=records, rounds_count=2 if quick else rounds_count, modes=modes)
+    document = run(num_records=records, rounds_count=2 if quick else rounds_count, modes=modes,
+                   kafka=kafka)
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     rounds.write_results(document, json_path or RESULTS / f"share-{date}.json", rounds.console())
     return document
@@ -424,6 +473,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"comma-separated, of: {', '.join(MODES)} (default: all; "
                              f"'share x4' for 'share ×4')")
+    parser.add_argument("--no-kafka", dest="kafka", action="store_false",
+                        help="Samsa alone (by default Apache Kafka runs the modes it has)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     arguments = parser.parse_args(argv)
     arguments.modes = [mode.strip().replace("share x", "share ×")
@@ -437,4 +488,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse_args()
     main(quick=arguments.quick, num_records=arguments.num_records, rounds_count=arguments.rounds,
-         modes=arguments.modes, json_path=arguments.json)
+         modes=arguments.modes, kafka=arguments.kafka, json_path=arguments.json)

@@ -12,9 +12,11 @@ from bench import rounds
 from bench.share import (
     ACCEPT,
     CLASSIC,
+    KAFKA,
     MODES,
     REJECT,
     Drained,
+    pairs,
     percentile,
     print_table,
     share_mode,
@@ -60,3 +62,13 @@ def test_the_summary_pairs_share_with_classic_and_reject_with_accept_round_by_ro
     text = out.getvalue()
     assert "dead-letter reject ÷ dead-letter accept (paired)" in text
     assert "0.38x (0.25–0.50)" in text
+
+
+def test_kafka_modes_are_paired_with_kafka_classic_and_with_samsa() -> None:
+    systems = [*MODES, KAFKA + CLASSIC, KAFKA + share_mode(4)]
+    found = {(mode, against) for mode, against, _ in pairs(systems)}
+    assert (KAFKA + share_mode(4), KAFKA + CLASSIC) in found
+    assert (share_mode(4), KAFKA + share_mode(4)) in found and (CLASSIC, KAFKA + CLASSIC) in found
+    assert (share_mode(16), KAFKA + share_mode(16)) not in found  # not run on Kafka
+    assert (REJECT, ACCEPT) in found
+    assert {against for _, against, _ in pairs(MODES)} == {CLASSIC, ACCEPT}
