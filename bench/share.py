@@ -356,7 +356,7 @@ def fill(bootstrap: str, records: int) -> int:
 
 
 def summary(done: rounds.Rounds[Drained]) -> dict[str, Any]:
-    """Each mode's figures, median (min–max) over the rounds, and the paired ratios of PAIRS
+    """Each mode's figures, median (min–max) over the rounds, and the paired ratios ``pairs`` finds
     on records/s and the acknowledgement latencies."""
     modes = {mode: {name: rounds.spread_json(done.spread(mode, figure), 3)
                     for name, figure in FIGURES.items()} for mode in done.systems}
