@@ -51,7 +51,7 @@ from protocol.messages.share_fetch_request import (
 from protocol.messages.share_fetch_response import PartitionData
 from samsa._decoding import Decoders, decode_records, parse_batches
 from samsa._share_acks import acknowledgement_batches
-from samsa.types import ShareConsumerRecord, TopicPartition
+from samsa.types import ConsumerRecord, ShareConsumerRecord, TopicPartition
 
 __all__ = [
     "FINAL_EPOCH",
@@ -251,7 +251,11 @@ def share_records(tp: TopicPartition, node_id: int, data: PartitionData,
     return SharedRecords(tp, node_id, records, gaps)
 
 
-def _with_count(record: object, delivery_count: int) -> ShareConsumerRecord:
-    fields = {name: getattr(record, name) for name in ShareConsumerRecord.__dataclass_fields__
-              if name != "delivery_count"}
-    return ShareConsumerRecord(**fields, delivery_count=delivery_count)
+def _with_count(record: ConsumerRecord, delivery_count: int) -> ShareConsumerRecord:
+    """``record`` with its delivery count. Once per record delivered: the fields are passed
+    by position (a dict of ``getattr`` over the dataclass fields, then ``**``, cost 4x as
+    much; ``bench.share``). A unit test checks that every field is carried over."""
+    return ShareConsumerRecord(
+        record.topic, record.partition, record.offset, record.timestamp, record.timestamp_type,
+        record.key, record.value, record.headers, record.leader_epoch,
+        record.serialized_key_size, record.serialized_value_size, delivery_count)

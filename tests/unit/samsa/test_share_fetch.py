@@ -5,6 +5,7 @@ of the returned batches are delivered (AcquiredRecords ranges, delivery counts, 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -15,9 +16,15 @@ from protocol.messages.share_fetch_response import AcquiredRecords, PartitionDat
 from protocol.records import ControlRecordType, Record, encode_batch, encode_control_record
 from samsa._decoding import Decoders
 from samsa._share_acks import expand_batches
-from samsa._share_fetch import FINAL_EPOCH, FetchSettings, ShareSession, share_records
+from samsa._share_fetch import (
+    FINAL_EPOCH,
+    FetchSettings,
+    ShareSession,
+    _with_count,
+    share_records,
+)
 from samsa.config import parse_config
-from samsa.types import TopicPartition
+from samsa.types import ConsumerRecord, ShareConsumerRecord, TopicPartition
 
 TOPIC_ID = uuid.UUID(int=7)
 OTHER_ID = uuid.UUID(int=8)
@@ -124,6 +131,18 @@ def test_only_acquired_records_are_delivered_with_their_delivery_count() -> None
         (2, 1, b"v2"), (3, 1, b"v3"), (4, 1, b"v4"), (7, 3, b"v7"), (8, 3, b"v8"), (9, 3, b"v9")]
     assert shared.gaps == [10, 11, 12]  # acquired, but no record there
     assert all(r.topic == "t" and r.partition == 0 for r in shared.records)
+
+
+def test_a_delivered_record_carries_every_field_of_the_decoded_one() -> None:
+    """``_with_count`` passes the fields by position: a field added to ConsumerRecord must be
+    added there too."""
+    names = [name for name in ConsumerRecord.__dataclass_fields__]
+    values: list[Any] = [f"field-{index}" for index in range(len(names))]
+    decoded = ConsumerRecord(*values)
+    shared = _with_count(decoded, 3)
+    assert type(shared) is ShareConsumerRecord and shared.delivery_count == 3
+    assert [getattr(shared, name) for name in names] == [getattr(decoded, name) for name in names]
+    assert set(ShareConsumerRecord.__dataclass_fields__) == {*names, "delivery_count"}
 
 
 def test_a_control_record_acquired_is_a_gap() -> None:
