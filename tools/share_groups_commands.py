@@ -12,6 +12,9 @@
   after that time goes to the log end.
 - ``--delete-offsets --group G --topic T ...``: forget the group's start offsets of topics.
 - ``--delete --group G ...``: delete share groups that have no members.
+- ``--redrive (--dead-letter-topic DLQ | --group G) [--to-topic T] [--dry-run | --execute]``
+  (Samsa's): produce a dead-letter topic's records back to their source topics, with its
+  progress committed (``tools.share_redrive``).
 
 Every action takes the client options (``--bootstrap-server``, ``--command-config``, ``-X``)
 and ``--json`` (what a program reads) instead of the tables people read.
@@ -55,6 +58,13 @@ def register(groups: Any) -> None:
     action.add_argument("--delete-offsets", action="store_true",
                         help="delete a group's start offsets of topics")
     action.add_argument("--delete", action="store_true", help="delete share groups")
+    action.add_argument("--redrive", action="store_true",
+                        help="produce a dead-letter topic's records back to their source topics")
+    parser.add_argument("--dead-letter-topic", metavar="DLQ",
+                        help="with --redrive: the dead-letter topic (default: the group's "
+                             "samsa.share.dead.letter.topic)")
+    parser.add_argument("--to-topic", metavar="T",
+                        help="with --redrive: produce every record to T instead of its source topic")
     parser.add_argument("--group", dest="group_ids", action="append", metavar="GROUP", help="a share group (repeatable)")
     parser.add_argument("--topic", action="append", type=topic_partitions, metavar="T[:P,...]",
                         help="a topic, or some of its partitions (repeatable)")
@@ -71,7 +81,7 @@ def register(groups: Any) -> None:
     to.add_argument("--to-datetime", type=timestamp_ms, metavar="ISO8601",
                     help="the first offset at or after a time, e.g. 2024-05-01T12:00:00")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--execute", action="store_true", help="set the new offsets")
+    mode.add_argument("--execute", action="store_true", help="set the new offsets; with --redrive: redrive")
     mode.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
     add_client_options(parser)
     parser.set_defaults(handler=run)
@@ -80,6 +90,10 @@ def register(groups: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.list:
         return run_list(args)
+    if args.redrive:
+        from tools.share_redrive import run_redrive
+
+        return run_redrive(args)
     if not args.group_ids:
         return usage_error(args, "--group is required (except with --list)")
     if args.describe:

@@ -87,8 +87,9 @@ def reject_until(consumer: ShareConsumer, seen: list[ShareConsumerRecord], value
 def test_dead_letters_go_to_a_partition_led_by_another_node(cluster_nodes) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     cluster = cluster_nodes(3, broker_session_timeout_ms="3000",
                             group_share_heartbeat_interval_ms="1000")
-    create_placed_topics(cluster)
     with AdminClient(bootstrap_servers=cluster.bootstrap) as admin:
+        wait_until(lambda: len(admin.describe_cluster().brokers) == 3, what="three registered brokers")
+        create_placed_topics(cluster)
         wait_until(lambda: leaders(admin) == {SOURCE: 1, DEAD_LETTERS: 2}, what="the topics' leaders")
         admin.alter_configs(ConfigResource("group", GROUP), {
             "share.auto.offset.reset": "earliest", "samsa.share.dead.letter.topic": DEAD_LETTERS})
