@@ -235,10 +235,13 @@ def _share_partition_metrics(snapshot: _Snapshot) -> Iterator[Metric]:
     gauges = [(GaugeMetricFamily(name, text, labels=labels), value) for name, text, value in SHARE_GAUGES]
     counters = [(CounterMetricFamily(name, text, labels=labels), value) for name, text, value in SHARE_COUNTERS]
     for group, topic, index, description in snapshot.share_partitions:
-        for family, value in (*gauges, *counters):
-            family.add_metric([group, topic, str(index)], value(description))
-    for family, _ in (*gauges, *counters):
-        yield family
+        names = [group, topic, str(index)]
+        for gauge, value in gauges:
+            gauge.add_metric(names, value(description))
+        for counter, value in counters:
+            counter.add_metric(names, value(description))
+    yield from (gauge for gauge, _ in gauges)
+    yield from (counter for counter, _ in counters)
 
 
 @dataclass
