@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 import urllib.request
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -70,7 +71,8 @@ def test_produce_requests_and_log_end_offset_are_scraped(start_broker) -> None: 
 def test_share_partition_metrics_are_scraped(start_broker) -> None:  # type: ignore[no-untyped-def]
     """A share group's partition after some traffic: 4 records, #0 accepted, #1 rejected (to
     the group's dead-letter topic), #2 and #3 released and then held by the member again
-    (delivery count 2, acquired) when the broker is scraped."""
+    (delivery count 2, acquired) when the broker is scraped; ``samsa share-groups --describe``
+    (Samsa's DescribeSharePartitions) shows the same window."""
     from samsa import AcknowledgeType, ShareConsumer
     from samsa import Producer as SamsaProducer
     from samsa.admin import AdminClient as SamsaAdmin
@@ -114,5 +116,27 @@ def test_share_partition_metrics_are_scraped(start_broker) -> None:  # type: ign
         assert (share("acquired_records"), share("max_delivery_count")) == (2, 2)
         assert (share("dead_lettered_records_total"), share("dead_lettering_records")) == (1, 0)
         assert (share("archived_records_total"), share("expired_records_total")) == (0, 0)
+        described = share_groups_cli(broker.bootstrap, "--describe", "--group", "metered")
+        [row] = described["offsets"]  # what the CLI shows agrees with the scrape
+        assert (row["start_offset"], row["in_flight"], row["acquired"], row["max_delivery_count"]) == (2, 2, 2, 2)
+        in_flight = share_groups_cli(broker.bootstrap, "--describe", "--group", "metered", "--in-flight")
+        [held] = in_flight["in_flight"]
+        assert (held["first_offset"], held["last_offset"], held["state"], held["delivery_count"]) == (
+            2, 3, "ACQUIRED", 2)
         for record in again:
             consumer.acknowledge(record, AcknowledgeType.ACCEPT)
+
+
+def share_groups_cli(bootstrap: str, *args: str) -> Any:
+    """``samsa share-groups ARGS --json`` in this process; the JSON it printed."""
+    import contextlib
+    import io
+    import json
+
+    from tools.cli import main as samsa_cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = samsa_cli(["share-groups", "--bootstrap-server", bootstrap, *args, "--json"])
+    assert code == 0, out.getvalue()
+    return json.loads(out.getvalue())
