@@ -94,6 +94,8 @@ async def serve(
         close_persister = getattr(broker.share_persister, "close", None)
         if close_persister is not None:
             await close_persister()
+        if broker.share_partitions is not None:
+            await broker.share_partitions.close()  # the dead-letter appender's connections
         if isinstance(broker.controller, LocalController):
             await broker.controller.drain()  # metadata writes under way
         await broker.replica_manager.drain()  # logs being created or deleted

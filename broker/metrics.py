@@ -12,7 +12,21 @@ broker listening on loopback only serves its metrics there too):
   client sockets / response bytes handed to them (file slices of a fetch counted by length);
 - ``samsa_connections`` — client connections open now;
 - ``samsa_partition_log_end_offset``, ``samsa_partition_log_start_offset``,
-  ``samsa_partition_high_watermark``, ``samsa_partition_size_bytes`` ``{topic, partition}``.
+  ``samsa_partition_high_watermark``, ``samsa_partition_size_bytes`` ``{topic, partition}``;
+- per share partition this node leads and has loaded (``{group, topic, partition}``, from
+  ``SharePartition.describe``: deadlines due applied to the view, nothing changed):
+  ``samsa_share_partition_start_offset`` / ``samsa_share_partition_end_offset`` (the share
+  partition's start offset, below which every record is done, and the end of its in-flight
+  window), ``samsa_share_partition_in_flight_records`` (end − start),
+  ``samsa_share_partition_acquired_records`` (delivered, locked, not yet acknowledged),
+  ``samsa_share_partition_dead_lettering_records`` (waiting for their dead-letter append),
+  ``samsa_share_partition_max_delivery_count`` (the highest delivery count in the window, 0
+  when empty), and the counters ``samsa_share_partition_archived_records_total`` (rejected,
+  out of deliveries or expired, with no dead-letter topic), ``..._dead_lettered_records_total``
+  (appended to the dead-letter topic) and ``..._expired_records_total`` (older than
+  ``samsa.share.record.expiry.ms``). The counters count since the share partition was loaded
+  on this node (a reload, a restart or a leadership change starts them again at 0, which
+  Prometheus's ``rate`` reads as a counter reset).
 
 Cost on the hot path: the connection adds to plain ints and lists owned by the event loop
 (``RequestMetrics``); no prometheus-client objects, locks or label lookups per request. Every
@@ -41,6 +55,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from broker.share.values import SharePartitionDescription
 from storage.segment import FetchSlice
 
 if TYPE_CHECKING:
@@ -98,6 +113,7 @@ class _Snapshot:
     bytes_out: int
     connections: int
     partitions: list[tuple[str, int, int, int, int, int]]  # topic, partition, LEO, LSO, HW, size
+    share_partitions: list[tuple[str, str, int, SharePartitionDescription]] = field(default_factory=list)
 
 
 class BrokerCollector(Collector):
@@ -112,6 +128,7 @@ class BrokerCollector(Collector):
         snapshot = self._snapshot()
         yield from _request_metrics(snapshot)
         yield from _partition_metrics(snapshot)
+        yield from _share_partition_metrics(snapshot)
 
     def _snapshot(self) -> _Snapshot:
         future: concurrent.futures.Future[_Snapshot] = concurrent.futures.Future()
@@ -135,7 +152,20 @@ class BrokerCollector(Collector):
             for (topic, index), partition in sorted(self.broker.replica_manager.partitions.items())
         ]
         return _Snapshot(requests, counts.bytes_in, counts.bytes_out,
-                         len(self.server.connections), partitions)
+                         len(self.server.connections), partitions, self._share_partitions())
+
+    def _share_partitions(self) -> list[tuple[str, str, int, SharePartitionDescription]]:
+        manager = self.broker.share_partitions
+        if manager is None:
+            return []
+        now_ms = manager.clock.milliseconds()
+        described = []
+        for key in sorted(manager.loaded(), key=lambda key: (key.group_id, str(key.topic_id), key.partition)):
+            entry = manager.entry(key)
+            if entry is not None:
+                described.append((key.group_id, entry.topic, key.partition,
+                                  entry.share_partition.describe(now_ms)))
+        return described
 
 
 def _request_metrics(snapshot: _Snapshot) -> Iterator[Metric]:
@@ -174,6 +204,44 @@ def _partition_metrics(snapshot: _Snapshot) -> Iterator[Metric]:
         for family, value in zip(families, values, strict=True):
             family.add_metric([topic, str(index)], value)
     yield from families
+
+
+SHARE_GAUGES = (
+    ("samsa_share_partition_start_offset", "The share partition's start offset (every record below it is done)",
+     lambda d: d.start_offset),
+    ("samsa_share_partition_end_offset", "The end of the share partition's in-flight window",
+     lambda d: d.end_offset),
+    ("samsa_share_partition_in_flight_records", "Records between the share partition's start and end offsets",
+     lambda d: d.in_flight_record_count),
+    ("samsa_share_partition_acquired_records", "Records delivered to a member and not yet acknowledged",
+     lambda d: d.acquired_record_count),
+    ("samsa_share_partition_dead_lettering_records", "Records waiting for their dead-letter append",
+     lambda d: d.dead_lettering_record_count),
+    ("samsa_share_partition_max_delivery_count", "The highest delivery count in the in-flight window",
+     lambda d: max((batch.delivery_count for batch in d.batches), default=0)),
+)
+SHARE_COUNTERS = (
+    ("samsa_share_partition_archived_records", "Records archived (rejected, out of deliveries or expired; "
+     "no dead-letter topic) since the share partition was loaded", lambda d: d.archived_record_count),
+    ("samsa_share_partition_dead_lettered_records", "Records appended to the dead-letter topic since the "
+     "share partition was loaded", lambda d: d.dead_lettered_record_count),
+    ("samsa_share_partition_expired_records", "Records older than samsa.share.record.expiry.ms since the "
+     "share partition was loaded", lambda d: d.expired_record_count),
+)
+
+
+def _share_partition_metrics(snapshot: _Snapshot) -> Iterator[Metric]:
+    labels = ["group", "topic", "partition"]
+    gauges = [(GaugeMetricFamily(name, text, labels=labels), value) for name, text, value in SHARE_GAUGES]
+    counters = [(CounterMetricFamily(name, text, labels=labels), value) for name, text, value in SHARE_COUNTERS]
+    for group, topic, index, description in snapshot.share_partitions:
+        names = [group, topic, str(index)]
+        for gauge, value in gauges:
+            gauge.add_metric(names, value(description))
+        for counter, value in counters:
+            counter.add_metric(names, value(description))
+    yield from (gauge for gauge, _ in gauges)
+    yield from (counter for counter, _ in counters)
 
 
 @dataclass

@@ -63,6 +63,7 @@ from samsa._admin_types import (
     ShareMemberDescription,
     SharePartitionOffset,
 )
+from samsa.share_partitions import SharePartitionState, describe_share_partitions
 from samsa.types import TopicPartition
 
 __all__ = ["SHARE_GROUP_TYPE", "ShareGroupAdmin"]
@@ -144,6 +145,16 @@ class ShareGroupAdmin(GroupAdmin):
             retry_codes=COORDINATOR_RETRIES, what="ShareGroupDescribe")
         raise_failures(failures)
         return {group_id: results[group_id] for group_id in wanted}
+
+    async def describe_share_partitions(
+            self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, SharePartitionState]:
+        """Samsa's in-flight state of the group's share partitions (all it has a start offset
+        for, or ``partitions``), from each partition's leader (``samsa.share_partitions``)."""
+        await self._bootstrap()
+        wanted = list(partitions) if partitions is not None else list(
+            await self.describe_share_group_offsets(group_id))
+        return await describe_share_partitions(self.cluster, group_id, wanted)
 
     async def describe_share_group_offsets(
             self, group_id: str, partitions: Iterable[TopicPartition] | None = None

@@ -68,6 +68,7 @@ from samsa.acl import (
     ResourceType,
 )
 from samsa.config import parse_config
+from samsa.share_partitions import SharePartitionState
 from samsa.types import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
@@ -240,6 +241,14 @@ class AdminClient:
                                      ) -> dict[TopicPartition, SharePartitionOffset]:
         """The share group's start offset and lag of each partition (all, or ``partitions``)."""
         return self._run(self._core.describe_share_group_offsets(group_id, partitions))
+
+    def describe_share_partitions(self, group_id: str,
+                                  partitions: Iterable[TopicPartition] | None = None
+                                  ) -> dict[TopicPartition, SharePartitionState]:
+        """Samsa's own: each share partition's in-flight window on its leader (acquired, by
+        whom and until when, delivery counts, dead-lettering; archived, dead-lettered and
+        expired counts)."""
+        return self._run(self._core.describe_share_partitions(group_id, partitions))
 
     def alter_share_group_offsets(self, group_id: str,
                                   offsets: Mapping[TopicPartition, int]) -> None:

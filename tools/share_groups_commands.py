@@ -1,8 +1,11 @@
 """``samsa share-groups``: kafka-share-groups.sh's jobs, with its options.
 
 - ``--list [--state]``: every share group (with ``--state``: and its state).
-- ``--describe --group G [--offsets | --members | --state]``: the group's start offsets and lag
-  per partition (the default, ``--offsets``), its members (client, host, member epoch,
+- ``--describe --group G [--offsets | --members | --state | --in-flight]``: the group's start
+  offsets and lag per partition (the default, ``--offsets``; from a Samsa broker also the
+  in-flight, acquired and dead-lettering records and the highest delivery count, from each
+  partition's leader), each in-flight range (``--in-flight``, Samsa's: state, delivery count,
+  holder, lock deadline, dead-letter reason), its members (client, host, member epoch,
   assignment), or its state (coordinator, assignor, state, group and assignment epochs,
   member count).
 - ``--reset-offsets --group G (--topic T[:P,...] ... | --all-topics) (--to-earliest |
@@ -12,6 +15,9 @@
   after that time goes to the log end.
 - ``--delete-offsets --group G --topic T ...``: forget the group's start offsets of topics.
 - ``--delete --group G ...``: delete share groups that have no members.
+- ``--redrive (--dead-letter-topic DLQ | --group G) [--to-topic T] [--dry-run | --execute]``
+  (Samsa's): produce a dead-letter topic's records back to their source topics, with its
+  progress committed (``tools.share_redrive``).
 
 Every action takes the client options (``--bootstrap-server``, ``--command-config``, ``-X``)
 and ``--json`` (what a program reads) instead of the tables people read.
@@ -25,7 +31,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from samsa.errors import GroupIdNotFoundError, NonEmptyGroupError, UnknownTopicOrPartitionError
+from samsa.errors import (
+    GroupIdNotFoundError,
+    NonEmptyGroupError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+)
 from samsa.types import TopicPartition
 from tools.admin_support import open_admin, timestamp_ms, topic_partitions, usage_error, working
 from tools.client_options import add_client_options, emit, print_table
@@ -33,10 +44,14 @@ from tools.groups_commands import PlannedOffset, ResetSpec, plan_reset
 
 if TYPE_CHECKING:
     from samsa.admin import AdminClient, ShareGroupDescription, SharePartitionOffset
+    from samsa.share_partitions import SharePartitionState
 
-__all__ = ["member_rows", "offset_rows", "register", "state_row"]
+__all__ = ["in_flight_rows", "member_rows", "offset_rows", "register", "state_row"]
 
-OFFSET_COLUMNS = ["group", "topic", "partition", "leader_epoch", "start_offset", "lag"]
+OFFSET_COLUMNS = ["group", "topic", "partition", "leader_epoch", "start_offset", "lag", "in_flight",
+                  "acquired", "dead_lettering", "max_delivery_count"]
+IN_FLIGHT_COLUMNS = ["group", "topic", "partition", "first_offset", "last_offset", "state", "delivery_count",
+                     "member_id", "lock_deadline", "reason"]
 MEMBER_COLUMNS = ["group", "consumer_id", "host", "client_id", "member_epoch", "partitions",
                   "assignment"]
 STATE_COLUMNS = ["group", "coordinator", "assignment_strategy", "state", "group_epoch",
@@ -55,6 +70,13 @@ def register(groups: Any) -> None:
     action.add_argument("--delete-offsets", action="store_true",
                         help="delete a group's start offsets of topics")
     action.add_argument("--delete", action="store_true", help="delete share groups")
+    action.add_argument("--redrive", action="store_true",
+                        help="produce a dead-letter topic's records back to their source topics")
+    parser.add_argument("--dead-letter-topic", metavar="DLQ",
+                        help="with --redrive: the dead-letter topic (default: the group's "
+                             "samsa.share.dead.letter.topic)")
+    parser.add_argument("--to-topic", metavar="T",
+                        help="with --redrive: produce every record to T instead of its source topic")
     parser.add_argument("--group", dest="group_ids", action="append", metavar="GROUP", help="a share group (repeatable)")
     parser.add_argument("--topic", action="append", type=topic_partitions, metavar="T[:P,...]",
                         help="a topic, or some of its partitions (repeatable)")
@@ -63,6 +85,8 @@ def register(groups: Any) -> None:
     view = parser.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true", help="with --describe: start offsets, lag")
     view.add_argument("--members", action="store_true", help="with --describe: the members")
+    view.add_argument("--in-flight", action="store_true",
+                      help="with --describe: each share partition's in-flight ranges (Samsa brokers)")
     view.add_argument("--state", action="store_true",
                       help="with --describe: the group's state; with --list: each group's state")
     to = parser.add_mutually_exclusive_group()
@@ -71,7 +95,7 @@ def register(groups: Any) -> None:
     to.add_argument("--to-datetime", type=timestamp_ms, metavar="ISO8601",
                     help="the first offset at or after a time, e.g. 2024-05-01T12:00:00")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--execute", action="store_true", help="set the new offsets")
+    mode.add_argument("--execute", action="store_true", help="set the new offsets; with --redrive: redrive")
     mode.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
     add_client_options(parser)
     parser.set_defaults(handler=run)
@@ -80,6 +104,10 @@ def register(groups: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.list:
         return run_list(args)
+    if args.redrive:
+        from tools.share_redrive import run_redrive
+
+        return run_redrive(args)
     if not args.group_ids:
         return usage_error(args, "--group is required (except with --list)")
     if args.describe:
@@ -115,12 +143,44 @@ def run_list(args: argparse.Namespace) -> int:
 
 # --- describe --------------------------------------------------------------------------------
 
-def offset_rows(group_id: str, offsets: Mapping[TopicPartition, SharePartitionOffset]
-                ) -> list[dict[str, Any]]:
-    """One row per partition with a start offset, sorted."""
+def offset_rows(group_id: str, offsets: Mapping[TopicPartition, SharePartitionOffset],
+                states: Mapping[TopicPartition, SharePartitionState] | None = None) -> list[dict[str, Any]]:
+    """One row per partition with a start offset, sorted; with ``states`` (a Samsa broker's
+    in-flight windows) the in-flight, acquired and dead-lettering records and the highest
+    delivery count (None where the leader has not loaded the share partition)."""
+    rows = []
+    for tp, o in sorted(offsets.items()):
+        state = (states or {}).get(tp)
+        loaded = state is not None and state.loaded
+        rows.append({"group": group_id, "topic": tp.topic, "partition": tp.partition,
+                     "leader_epoch": o.leader_epoch, "start_offset": o.start_offset, "lag": o.lag,
+                     "in_flight": state.in_flight_records if loaded else None,
+                     "acquired": state.acquired_records if loaded else None,
+                     "dead_lettering": state.dead_lettering_records if loaded else None,
+                     "max_delivery_count": state.max_delivery_count if loaded else None})
+    return rows
+
+
+def in_flight_rows(group_id: str, states: Mapping[TopicPartition, SharePartitionState]) -> list[dict[str, Any]]:
+    """One row per in-flight range of each share partition, in offset order."""
+    from datetime import UTC, datetime
+
     return [{"group": group_id, "topic": tp.topic, "partition": tp.partition,
-             "leader_epoch": o.leader_epoch, "start_offset": o.start_offset, "lag": o.lag}
-            for tp, o in sorted(offsets.items())]
+             "first_offset": r.first_offset, "last_offset": r.last_offset, "state": r.state,
+             "delivery_count": r.delivery_count, "member_id": r.member_id,
+             "lock_deadline": None if r.lock_deadline_ms is None else
+             datetime.fromtimestamp(r.lock_deadline_ms / 1000, UTC).isoformat(timespec="milliseconds"),
+             "reason": r.reason}
+            for tp, state in sorted(states.items()) for r in state.ranges]
+
+
+def _states(admin: AdminClient, group_id: str, partitions: Sequence[TopicPartition]
+            ) -> dict[TopicPartition, SharePartitionState] | None:
+    """The in-flight windows, or None from brokers without Samsa's DescribeSharePartitions."""
+    try:
+        return admin.describe_share_partitions(group_id, partitions)
+    except UnsupportedVersionError:
+        return None
 
 
 def member_rows(group: ShareGroupDescription) -> list[dict[str, Any]]:
@@ -163,11 +223,14 @@ def run_describe(args: argparse.Namespace) -> int:
             document: dict[str, Any] = {"group": group_id, "state": group.state}
             if args.members:
                 document["members"] = member_rows(group)
+            elif args.in_flight:
+                offsets = admin.describe_share_group_offsets(group_id)
+                document["in_flight"] = in_flight_rows(group_id, _states(admin, group_id, list(offsets)) or {})
             elif args.state:
                 document.update(state_row(group, _coordinator(admin, group.coordinator_id)))
             else:
                 offsets = admin.describe_share_group_offsets(group_id)
-                document["offsets"] = offset_rows(group_id, offsets)
+                document["offsets"] = offset_rows(group_id, offsets, _states(admin, group_id, list(offsets)))
             documents.append(document)
     if args.json:
         print(json.dumps(documents if len(documents) > 1 else documents[0], indent=2))
@@ -183,6 +246,8 @@ def _print_description(document: dict[str, Any], args: argparse.Namespace) -> No
     group_id = document["group"]
     if args.state:
         print_table([document], STATE_COLUMNS)
+    elif args.in_flight:
+        print_table(document["in_flight"], IN_FLIGHT_COLUMNS)
     elif args.members:
         if not document["members"]:
             print(f"Share group '{group_id}' has no active members.")

@@ -173,6 +173,7 @@ API_MODULES = (
     "describe_log_segments",  # Samsa's own API (key 10000)
     "conditional_produce",  # Samsa's own API (key 10001)
     "read_key",  # Samsa's own API (key 10002)
+    "describe_share_partitions",  # Samsa's own API (key 10003)
     "offset_for_leader_epoch",
     "offset_commit",
     "offset_fetch",

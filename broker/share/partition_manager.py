@@ -74,6 +74,7 @@ AppendDeadLetters = Callable[[str, int, bytes], Awaitable[None]]
 """Append one batch to the dead-letter topic (its name, the source partition index) and
 return once it is acknowledged (replicated); raise the append's KafkaError."""
 DEAD_LETTER_BATCH_RECORDS = 500  # records per dead-letter batch
+DEAD_LETTER_RETRY_S = 5.0  # after a failed append (the appender retried already), try again
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ class _Entry:
     timer_at: int | None = None
     dead_letters: list[DeadLetter] = field(default_factory=list)  # taken, not yet appended
     dead_lettering: bool = False  # an append task is running
+    dead_letter_retry: TimerHandle | None = None  # the next try after a failed append
 
 
 class SharePartitionManager:
@@ -214,6 +216,9 @@ class SharePartitionManager:
         if entry.timer is not None:
             entry.timer.cancel()
         entry.timer = entry.timer_at = None
+        if entry.dead_letter_retry is not None:
+            entry.dead_letter_retry.cancel()
+            entry.dead_letter_retry = None
 
     def loaded(self) -> list[SharePartitionKey]:
         return list(self._entries)
@@ -400,12 +405,27 @@ class SharePartitionManager:
                 self._wake(entry.topic, entry.index)
                 await self._persist(entry)
         except KafkaError as error:
-            logger.warning("dead-lettering %s of %s to %s failed (retried at its next change): %s",
-                           entry.key.group_id, entry.topic, entry.settings.dead_letter_topic, error)
+            logger.warning("dead-lettering %s of %s to %s failed (retried in %.0f s): %s", entry.key.group_id,
+                           entry.topic, entry.settings.dead_letter_topic, DEAD_LETTER_RETRY_S, error)
+            self._retry_dead_letters(entry)
         except Exception:
             logger.exception("dead-lettering %s failed", entry.key)
+            self._retry_dead_letters(entry)
         finally:
             entry.dead_lettering = False
+
+    def _retry_dead_letters(self, entry: _Entry) -> None:
+        """Try the letters left again in ``DEAD_LETTER_RETRY_S`` (or at the share partition's
+        next change, whichever comes first), unless the entry was dropped meanwhile."""
+        if entry.dead_letter_retry is not None or self._entries.get(entry.key) is not entry:
+            return
+
+        def retry() -> None:
+            entry.dead_letter_retry = None
+            self._dispatch_dead_letters(entry)
+
+        schedule = self._schedule or asyncio.get_running_loop().call_later
+        entry.dead_letter_retry = schedule(DEAD_LETTER_RETRY_S, retry)
 
     def _dead_letter_batches(self, entry: _Entry, letter: DeadLetter) -> list[bytes]:
         """The letter's records, read from the source log (the only place the share path
@@ -465,6 +485,12 @@ class SharePartitionManager:
     def stop(self) -> None:
         for entry in list(self._entries.values()):
             self._drop(entry)
+
+    async def close(self) -> None:
+        """Close the dead-letter appender's connections (the daemon's shutdown)."""
+        close = getattr(self._append_dead_letters, "close", None)
+        if close is not None:
+            await close()
 
 
 def _config_of(settings: ShareGroupSettings) -> SharePartitionConfig:

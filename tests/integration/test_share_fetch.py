@@ -294,3 +294,30 @@ def acknowledged_ok(response: Any) -> bool:
 def partition_errors(response: Any) -> list[int]:
     assert response.error_code == 0, response
     return [partition.error_code for topic in response.responses for partition in topic.partitions]
+
+
+def test_the_in_flight_window_is_described_by_the_leader(shared_broker: BrokerProcess) -> None:
+    """Samsa's DescribeSharePartitions through ``AdminClient.describe_share_partitions``: 3
+    records, the first accepted, two held by member-a (delivery count 1, locked until about
+    now + the lock duration); a group nobody fetched for is not loaded."""
+    from samsa.admin import AdminClient
+    from samsa.types import TopicPartition
+
+    broker, topic, group = shared_broker, "share-described", "share-described-group"
+    admin, topic_id = setup_topic(broker, topic)
+    member = Member(broker, "member-a", topic_id, group)
+    assert acquired(member.fetch()) == []  # latest: starts at the end
+    produce(admin, b"r0", b"r1", b"r2", topic=topic)
+    before_ms = int(time.time() * 1000)
+    assert acquired(member.fetch()) == [(0, 1), (1, 1), (2, 1)]
+    assert acknowledged_ok(member.acknowledge([(0, 0, [ACCEPT])]))
+    tp = TopicPartition(topic, 0)
+    with AdminClient(bootstrap_servers=broker.bootstrap) as client:
+        state = client.describe_share_partitions(group, [tp])[tp]
+        other = client.describe_share_partitions("nobody-fetched", [tp])[tp]
+    assert (state.loaded, state.high_watermark, state.start_offset, state.end_offset) == (True, 3, 1, 3)
+    assert (state.in_flight_records, state.acquired_records, state.max_delivery_count) == (2, 2, 1)
+    [held] = state.ranges
+    assert (held.first_offset, held.last_offset, held.state, held.member_id) == (1, 2, "ACQUIRED", "member-a")
+    assert held.lock_deadline_ms is not None and before_ms <= held.lock_deadline_ms <= before_ms + 5_000
+    assert (other.loaded, other.in_flight_records, other.ranges) == (False, 0, ())

@@ -28,7 +28,7 @@ KAFKA_4_MINIMUM = {
 # Served below the schema's maximum: ShareFetch/ShareAcknowledge v2 (ShareAcquireMode, RENEW)
 BELOW_SCHEMA_MAXIMUM = {78: 1, 79: 1}
 # SamsaDescribeLogSegments, SamsaConditionalProduce, SamsaReadKey (protocol/schemas/)
-SAMSA_APIS = {10000: 0, 10001: 0, 10002: 0}
+SAMSA_APIS = {10000: 0, 10001: 0, 10002: 0, 10003: 0}
 CONTROLLER_ONLY_APIS = {
     58: 0,  # Envelope (KIP-590)
     52: 0, 53: 0, 54: 0, 59: 0,  # Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot

@@ -46,6 +46,8 @@ def test_samsas_own_schemas_are_read_once_beside_the_vendored_ones() -> None:
         "protocol/schemas/SamsaConditionalProduceResponse.json",
         "protocol/schemas/SamsaDescribeLogSegmentsRequest.json",
         "protocol/schemas/SamsaDescribeLogSegmentsResponse.json",
+        "protocol/schemas/SamsaDescribeSharePartitionsRequest.json",
+        "protocol/schemas/SamsaDescribeSharePartitionsResponse.json",
         "protocol/schemas/SamsaReadKeyRequest.json",
         "protocol/schemas/SamsaReadKeyResponse.json",
         "protocol/schemas/transaction-coordinator/TransactionLogKey.json",

@@ -6,19 +6,35 @@ from __future__ import annotations
 import pytest
 
 from samsa.admin import ShareGroupDescription, ShareMemberDescription, SharePartitionOffset
+from samsa.share_partitions import InFlightRange, SharePartitionState
 from samsa.types import TopicPartition
 from tools.cli import main
-from tools.share_groups_commands import member_rows, offset_rows, state_row
+from tools.share_groups_commands import in_flight_rows, member_rows, offset_rows, state_row
 
 
 def test_offset_rows_sorted_with_unknowns_as_none() -> None:
     rows = offset_rows("g", {TopicPartition("b", 0): SharePartitionOffset(5, 0, 2),
                              TopicPartition("a", 1): SharePartitionOffset(0, None, None)})
+    unknown_window = {"in_flight": None, "acquired": None, "dead_lettering": None, "max_delivery_count": None}
     assert rows == [
         {"group": "g", "topic": "a", "partition": 1, "leader_epoch": None, "start_offset": 0,
-         "lag": None},
+         "lag": None, **unknown_window},
         {"group": "g", "topic": "b", "partition": 0, "leader_epoch": 0, "start_offset": 5,
-         "lag": 2}]
+         "lag": 2, **unknown_window}]
+
+
+def test_offset_rows_with_the_leaders_in_flight_windows() -> None:
+    held = InFlightRange(7, 9, "ACQUIRED", 3, "m1", 1_000)
+    loaded = SharePartitionState("b", 0, True, 12, 5, 10, 5, 3, 1, 0, 2, 0, (held,))
+    not_loaded = SharePartitionState("a", 1, False, 4, -1, -1, 0, 0, 0, 0, 0, 0, ())
+    rows = offset_rows("g", {TopicPartition("b", 0): SharePartitionOffset(5, 0, 2),
+                             TopicPartition("a", 1): SharePartitionOffset(0, None, None)},
+                       {TopicPartition("b", 0): loaded, TopicPartition("a", 1): not_loaded})
+    assert [(r["in_flight"], r["acquired"], r["dead_lettering"], r["max_delivery_count"]) for r in rows] == [
+        (None, None, None, None), (5, 3, 1, 3)]
+    [row] = in_flight_rows("g", {TopicPartition("b", 0): loaded})
+    assert (row["first_offset"], row["state"], row["member_id"], row["lock_deadline"]) == (
+        7, "ACQUIRED", "m1", "1970-01-01T00:00:01.000+00:00")
 
 
 def test_member_rows_and_state_row() -> None:

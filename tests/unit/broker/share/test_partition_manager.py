@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from broker.share.memory_persister import MemorySharePersister
-from broker.share.partition_manager import SharePartitionManager
+from broker.share.partition_manager import DEAD_LETTER_RETRY_S, SharePartitionManager
 from broker.share.state_records import SharePartitionKey
 from broker.share.values import AcknowledgementBatch, AcquiredRecords, ShareSnapshot, StateBatch
 from protocol.errors import (
@@ -281,6 +281,33 @@ def test_a_rejected_record_is_persisted_dead_lettering_appended_with_headers_the
         assert headers["samsa.dlq.timestamp"] == str(scene.clock.milliseconds()).encode()
         state = await scene.persister.read_state(KEY, leader_epoch=3)
         assert state is not None and state.start_offset == 2  # archived: the start moved past it
+
+    run(scenario)
+
+
+def test_a_failed_dead_letter_append_is_tried_again_on_a_timer_with_no_other_change(tmp_path: Path) -> None:
+    scene = Scene(tmp_path, reset="earliest", dead_letter_topic="dlq")
+    scene.produce(b"poison")
+
+    async def scenario() -> None:
+        entry = await scene.manager.share_partition("group", TOPIC_ID, 0)
+        scene.manager.acquire(entry, "m1", max_records=1, max_bytes=1 << 20)
+        scene.dead_letter_fails = True
+        await scene.manager.acknowledge(entry, "m1", [AcknowledgementBatch(0, 0, (3,))])  # Reject
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert scene.dead_letter_batches == []
+        [retry] = [timer for timer in scene.timers if not timer.cancelled]
+        assert retry.at_ms == scene.clock.milliseconds() + round(DEAD_LETTER_RETRY_S * 1000)
+        scene.dead_letter_fails = False
+        scene.clock.advance(round(DEAD_LETTER_RETRY_S * 1000))
+        scene.fire_due()  # nothing else happens to the share partition
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [topic for topic, _, _ in scene.dead_letter_batches] == ["dlq"]
+        state = await scene.persister.read_state(KEY, leader_epoch=3)
+        assert state is not None and state.start_offset == 1  # confirmed, persisted
+        assert [timer for timer in scene.timers if not timer.cancelled] == []
 
     run(scenario)
 
