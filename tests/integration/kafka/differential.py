@@ -166,6 +166,9 @@ ALLOWLIST: list[Allowed] = [
             "appends), in the range Kafka leaves to private APIs", samsa_only=True),
     Allowed(API_VERSIONS, "api_keys[10002]", "Samsa's own SamsaReadKey (per-key streams), in the "
             "range Kafka leaves to private APIs", samsa_only=True),
+    Allowed(API_VERSIONS, "api_keys[10003]", "Samsa's own SamsaDescribeSharePartitions (a share "
+            "partition's in-flight records), in the range Kafka leaves to private APIs",
+            samsa_only=True),
     Allowed(API_VERSIONS, "supported_features*", FEATURES),
     Allowed(API_VERSIONS, "finalized_features*", FEATURES),
 ]

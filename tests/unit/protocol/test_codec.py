@@ -66,13 +66,14 @@ def test_every_message_round_trips_at_every_version(
 
 def test_every_message_at_every_version_is_a_case() -> None:
     # Kafka's messages (+6: the share-group offsets APIs of Kafka 4.3.1), __consumer_offsets (+4:
-    # the share-group records), __share_group_state and metadata records; Samsa's eight.
-    assert len(MESSAGES) == 192 + 8 + 4 + 24 + 8
+    # the share-group records), __share_group_state and metadata records; Samsa's ten.
+    assert len(MESSAGES) == 192 + 8 + 4 + 24 + 10
     # DescribeCluster v2 (KIP-1073) added by hand; RegisterBrokerRecord v4 and
     # BrokerRegistrationChangeRecord v3 from Kafka 4.3.1: SOURCE.md; the four
     # __share_group_state records have one version each; the share-group APIs as Kafka 4.3.1
-    # has them (SOURCE.md), v0 of the early-access ones gone, and the four share-group records
-    assert len(EVERY_VERSION) == 757
+    # has them (SOURCE.md), v0 of the early-access ones gone, and the four share-group records;
+    # SamsaDescribeSharePartitions v0
+    assert len(EVERY_VERSION) == 759
 
 
 FLEXIBLE_VERSIONS = [
@@ -127,9 +128,10 @@ def test_message_classes_carry_their_version_range() -> None:
 
 
 def test_registries_cover_every_api() -> None:
-    # Kafka's 0-87 and 90-92 (the share-group offsets APIs) and Samsa's own 10000 (SamsaDescribeLogSegments), 10001
-    # (SamsaConditionalProduce), 10002 (SamsaReadKey).
-    assert len(REQUESTS) == len(RESPONSES) == 88 + 3 + 3
+    # Kafka's 0-87 and 90-92 (the share-group offsets APIs) and Samsa's own 10000
+    # (SamsaDescribeLogSegments), 10001 (SamsaConditionalProduce), 10002 (SamsaReadKey), 10003
+    # (SamsaDescribeSharePartitions).
+    assert len(REQUESTS) == len(RESPONSES) == 88 + 3 + 4
     assert REQUESTS[0] is ProduceRequest and RESPONSES[1] is FetchResponse
     assert REQUESTS[10000].__name__ == "SamsaDescribeLogSegmentsRequest"
     assert RESPONSES[10000].__name__ == "SamsaDescribeLogSegmentsResponse"
