@@ -163,6 +163,10 @@ class ErrorCode(IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    REBOOTSTRAP_REQUIRED = 129
+    STREAMS_INVALID_TOPOLOGY = 130
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131
+    STREAMS_TOPOLOGY_FENCED = 132
     SHARE_SESSION_LIMIT_REACHED = 133
     # Samsa's own codes (see the module docstring).
     OFFSET_CONFLICT = 10000
@@ -988,6 +992,27 @@ class VoterNotFoundError(KafkaError):
 class InvalidRegularExpressionError(KafkaError):
     code = ErrorCode.INVALID_REGULAR_EXPRESSION
     default_message = "The regular expression is not valid."
+
+
+class RebootstrapRequiredError(KafkaError):
+    code = ErrorCode.REBOOTSTRAP_REQUIRED
+    default_message = ("Client metadata is stale. The client should rebootstrap to obtain new "
+                       "metadata.")
+
+
+class StreamsInvalidTopologyError(KafkaError):
+    code = ErrorCode.STREAMS_INVALID_TOPOLOGY
+    default_message = "The supplied topology is invalid."
+
+
+class StreamsInvalidTopologyEpochError(KafkaError):
+    code = ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH
+    default_message = "The supplied topology epoch is invalid."
+
+
+class StreamsTopologyFencedError(KafkaError):
+    code = ErrorCode.STREAMS_TOPOLOGY_FENCED
+    default_message = "The supplied topology epoch is outdated."
 
 
 class OffsetConflictError(KafkaError):
