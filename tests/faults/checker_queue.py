@@ -6,7 +6,7 @@ History read (see ``workload_queue``): ``share-config`` (ok: group, topic, dead_
 ``[[partition, offset, delivery_count, value], ...]``), ``share-ack`` (invoke, then ok / fail /
 info: process, group, topic, partition, acks = ``[[offset, type, value], ...]``, type one of
 ``ACCEPT``/``RELEASE``/``REJECT``), and after the run ``share-offsets`` (ok: group, offsets =
-``[[topic, partition, start_offset], ...]``) and ``dead-letters`` (ok: topic, records =
+``[[topic, partition, start_offset, lag], ...]``) and ``dead-letters`` (ok: topic, records =
 ``[[partition, offset, value, source_topic, source_partition, source_offset, reason,
 delivery_count], ...]``, the whole dead-letter topic from its log start to its high watermark).
 
@@ -82,7 +82,7 @@ class QueueIndex:
         elif f == "share-ack":
             self._ack(line, str(kind))
         elif f == "share-offsets" and kind == "ok":
-            for topic, partition, start_offset in line.get("offsets", []):
+            for topic, partition, start_offset, *_lag in line.get("offsets", []):
                 if start_offset is not None and start_offset >= 0:
                     self.start_offsets[(topic, partition)] = start_offset
         elif f == "dead-letters" and kind == "ok":
