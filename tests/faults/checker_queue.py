@@ -16,7 +16,8 @@ The rules — each one something the broker promises, stated over what the histo
   broker says every record below it is done) that no member ever tried to ACCEPT (no
   ``share-ack`` invoke with ACCEPT, whatever its outcome) and that is not in the dead-letter
   topic. A record at or above the start offset is not judged: it is counted
-  (``queue-unfinished``), as is every record of a partition with no final start offset.
+  (``queue-unfinished``), as is every record of a partition with no final start offset, and a
+  record below it whose only ACCEPTs had an unknown outcome (``queue-done-by-unknown-accept``).
 - ``queue-accepted-twice``: two ``ok`` ACCEPT acknowledgements of one offset (a record
   accepted is acknowledged for good: persisted before the answer, never delivered again, so a
   second acknowledgement must fail).
@@ -129,7 +130,9 @@ class QueueIndex:
                 continue
             if start is None or where[2] >= start:
                 self.counts["queue-unfinished"] += 1
-            elif where not in self.ack_invoked["ACCEPT"]:
+            elif where in self.ack_invoked["ACCEPT"]:
+                self.counts["queue-done-by-unknown-accept"] += 1  # an accept of unknown outcome
+            else:
                 anomalies.add("queue-lost", topic=where[0], partition=where[1], offset=where[2],
                               value=value, start_offset=start,
                               ops=[{"line": line, "f": "send", "type": "ok"}])
