@@ -107,10 +107,10 @@ CASES: dict[str, Case] = {case.name: case for case in [
          3, 2, producer_config=(("acks", "1"), ("enable.idempotence", "false")),
          pass_rule="expected to FAIL with lost-write"),
     # Issue 15: a share group (queue) through kill -9 of its coordinators' nodes — the group
-    # coordinator (__consumer_offsets) and the share coordinator (__share_group_state) — and of
-    # random nodes; the queue's rules are tests.faults.checker_queue's.
+    # coordinator (__consumer_offsets) and the share coordinator (__share_group_state) — of a
+    # random node and of every node at once; the queue's rules are tests.faults.checker_queue's.
     Case("queue", "a share group through kill -9 of its coordinators and of random nodes",
-         ("kill-coordinator", "kill-coordinator", "kill"), 20, 3, workloads=("queue",),
+         ("kill-coordinator", "kill-coordinator", "kill", "kill-all"), 20, 4, workloads=("queue",),
          config=QUEUE_BROKER_CONFIG,
          pass_rule="no record lost, none accepted twice, none both dead-lettered and accepted"),
     Case("mixed", "every fault kind, mixed", ("kill", "kill-coordinator", "pause", "isolate",
