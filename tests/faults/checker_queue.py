@@ -13,11 +13,11 @@ delivery_count], ...]``, the whole dead-letter topic from its log start to its h
 The rules — each one something the broker promises, stated over what the history holds:
 
 - ``queue-lost``: an acknowledged send below its share-partition's final start offset (the
-  broker says every record below it is done) that no member ever tried to ACCEPT (no
-  ``share-ack`` invoke with ACCEPT, whatever its outcome) and that is not in the dead-letter
-  topic. A record at or above the start offset is not judged: it is counted
+  broker says every record below it is done) with no ACCEPT that is ``ok`` or may have
+  happened (``info``, or never answered: a ``fail`` ACCEPT was not applied) and not in the
+  dead-letter topic. A record at or above the start offset is not judged: it is counted
   (``queue-unfinished``), as is every record of a partition with no final start offset, and a
-  record below it whose only ACCEPTs had an unknown outcome (``queue-done-by-unknown-accept``).
+  record below it whose only applied-or-maybe ACCEPTs had an unknown outcome (``queue-done-by-unknown-accept``).
 - ``queue-accepted-twice``: two ``ok`` ACCEPT acknowledgements of one offset (a record
   accepted is acknowledged for good: persisted before the answer, never delivered again, so a
   second acknowledgement must fail).
@@ -63,6 +63,9 @@ class QueueIndex:
         self.sends: dict[Offset, tuple[str, int]] = {}  # ok send -> (value, line)
         self.deliveries: list[tuple[Offset, str, int, str, int]] = []  # value, count, process, line
         self.ack_invoked: dict[str, dict[Offset, int]] = defaultdict(dict)  # type -> offset -> line
+        # ACCEPTs that may have been applied: invoked and not (yet) answered ok or fail
+        self.accept_open: Counter[Offset] = Counter()
+        self.accept_unknown: set[Offset] = set()
         self.accepted: dict[Offset, list[dict[str, Any]]] = defaultdict(list)
         self.start_offsets: dict[tuple[str, int], int] = {}
         self.dead_letters: dict[str, list[dict[str, Any]]] = {}  # dead-letter topic -> letters
@@ -98,7 +101,14 @@ class QueueIndex:
             where = (topic, partition, offset)
             if kind == "invoke":
                 self.ack_invoked[type].setdefault(where, self._line)
-            elif kind == "ok":
+                if type == "ACCEPT":
+                    self.accept_open[where] += 1
+                continue
+            if type == "ACCEPT":
+                self.accept_open[where] -= 1
+                if kind == "info":
+                    self.accept_unknown.add(where)
+            if kind == "ok":
                 self.counts[f"queue-{type.lower()}-ok"] += 1
                 if type == "ACCEPT":
                     self.accepted[where].append({"line": self._line, "process": line.get("process")})
@@ -130,7 +140,7 @@ class QueueIndex:
                 continue
             if start is None or where[2] >= start:
                 self.counts["queue-unfinished"] += 1
-            elif where in self.ack_invoked["ACCEPT"]:
+            elif where in self.accept_unknown or self.accept_open[where] > 0:
                 self.counts["queue-done-by-unknown-accept"] += 1  # an accept of unknown outcome
             else:
                 anomalies.add("queue-lost", topic=where[0], partition=where[1], offset=where[2],

@@ -88,6 +88,17 @@ def test_an_accept_of_unknown_outcome_may_have_finished_the_record() -> None:
     assert anomalies(q) == {}
 
 
+def test_a_record_whose_only_accept_failed_is_lost_below_the_start_offset() -> None:
+    q = clean()
+    q.lines[-2]["offsets"] = [[TOPIC, 0, 4]]
+    end = q.lines[-2:]
+    del q.lines[-2:]
+    q.deliver((0, 3, 1, "d"))
+    q.ack(0, (3, "ACCEPT", "d"), outcome="fail")
+    q.lines += end
+    assert anomalies(q) == {"queue-lost": 1}
+
+
 def test_a_dead_lettered_record_is_not_lost_and_a_duplicate_letter_is_counted() -> None:
     q = clean()
     q.lines[-1]["records"].append([0, 1, "c", TOPIC, 0, 2, "rejected", 1])
