@@ -202,7 +202,9 @@ class AsyncShareConsumer:
 
     async def commit_sync(self) -> CommitResult:
         """Send the acknowledgements due now (ShareAcknowledge) and wait for the answers: each
-        partition's error, or None where they were taken."""
+        partition's error, or None where they were taken. NOT_LEADER_OR_FOLLOWER "no share
+        session to carry the acknowledgements": never sent; ``BrokerUnreachableError``: no
+        answer came (lost connection, timeout), so they may or may not have been applied."""
         self._check_open()
         if not self._explicit:
             self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
@@ -353,8 +355,11 @@ class AsyncShareConsumer:
             if request is None:
                 return dict.fromkeys(acknowledgements, not_sent)
             response: ShareAcknowledgeResponse | None = await self._send(node_id, request, session)
-        if response is None:
-            return dict.fromkeys(acknowledgements, not_sent)
+        if response is None:  # sent, or perhaps sent: the broker may have applied them
+            no_answer = BrokerUnreachableError(
+                f"node {node_id}", "no answer to the ShareAcknowledge: its acknowledgements may "
+                "or may not have been applied")
+            return dict.fromkeys(acknowledgements, no_answer)
         if response.error_code:
             error = error_for_code(response.error_code)(response.error_message or None)
             return dict.fromkeys(acknowledgements, error)

@@ -35,6 +35,12 @@ from typing import Any
 
 from tests.faults.history import History, read_history
 from tests.faults.nemesis import FAST_TIMEOUTS, Nemesis
+from tests.faults.workload_queue import (
+    DEAD_LETTER_TOPIC,
+    QUEUE_BROKER_CONFIG,
+    QUEUE_GROUP,
+    QUEUE_TOPIC,
+)
 from tests.integration.conftest import stack_dump
 
 __all__ = ["CASES", "Case", "RunResult", "run_case"]
@@ -100,6 +106,13 @@ CASES: dict[str, Case] = {case.name: case for case in [
     Case("control-acks1", "acks=1 producers through isolated leaders (must fail)", ("isolate",),
          3, 2, producer_config=(("acks", "1"), ("enable.idempotence", "false")),
          pass_rule="expected to FAIL with lost-write"),
+    # Issue 15: a share group (queue) through kill -9 of its coordinators' nodes — the group
+    # coordinator (__consumer_offsets) and the share coordinator (__share_group_state) — of a
+    # random node and of every node at once; the queue's rules are tests.faults.checker_queue's.
+    Case("queue", "a share group through kill -9 of its coordinators and of random nodes",
+         ("kill-coordinator", "kill-coordinator", "kill", "kill-all"), 20, 4, workloads=("queue",),
+         config=QUEUE_BROKER_CONFIG,
+         pass_rule="no record lost, none accepted twice, none both dead-lettered and accepted"),
     Case("mixed", "every fault kind, mixed", ("kill", "kill-coordinator", "pause", "isolate",
                                               "one-way", "flaky", "clock", "replace",
                                               "kill-all", "split", "rolling"), 22, 11,
@@ -211,6 +224,11 @@ def _workloads(case: Case, bootstrap: str, history: History, rng: random.Random)
                                    group=TXN_GROUP))
     if "compacted" in case.workloads:
         made.append(w.CompactedWriter(bootstrap, history, "compacted", COMPACTED, seed()))
+    if "queue" in case.workloads:
+        from tests.faults.workload_queue import Queue
+
+        made.append(Queue(bootstrap, history, "queue", seed(),
+                          message_timeout_ms=DELIVERY_TIMEOUT_MS))
     return made
 
 
@@ -226,10 +244,24 @@ def _topics(case: Case) -> list[tuple[str, str, bool]]:
         topics += [(TXN_INPUT, "read_uncommitted", False), (TXN_OUTPUT, "read_committed", False)]
     if "compacted" in case.workloads:
         topics.append((COMPACTED, "read_uncommitted", True))
+    if "queue" in case.workloads:
+        topics.append((QUEUE_TOPIC, "read_uncommitted", False))
     return topics
 
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+def _share_coordinators(cluster: Any) -> tuple[tuple[str, str], ...]:
+    """The queue's coordinators for ``kill-coordinator``: its group's (``__consumer_offsets``)
+    and each of its share-partitions' share coordinator (``__share_group_state``, by the key
+    ``"group:topic id:partition"``)."""
+    from broker.share.coordinator_key import kafka_uuid_string
+
+    topic = next(t for t in cluster.metadata([QUEUE_TOPIC]).topics if t.name == QUEUE_TOPIC)
+    keys = [f"{QUEUE_GROUP}:{kafka_uuid_string(topic.topic_id)}:{p.partition_index}"
+            for p in topic.partitions]
+    return (("__consumer_offsets", QUEUE_GROUP), *(("__share_group_state", key) for key in keys))
+
+
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
 
 
 def unfenced_since(events_path: Path, since_ms: int) -> bool:
@@ -341,9 +373,12 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
     time_bound = case.minutes > 0 and faults is None  # G5: faults until the time is up
     limit_s = 60 * (case.minutes if minutes is None else minutes)
     applied: list[dict[str, Any]] = []
+    queue_drained = False
     not_recovered: list[str] = []
     client_errors: list[str] = []
     topics = [topic for topic, _, _ in _topics(case)]
+    if "queue" in case.workloads:
+        topics.append(DEAD_LETTER_TOPIC)
     with _cluster(root, case) as cluster:
         def recovered(what: str) -> None:
             wait_recovered(cluster, topics, what, started_ms=nemesis.started_ms)
@@ -361,6 +396,8 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
 
             nemesis.corrupt = corrupt
         running = _workloads(case, cluster.bootstrap, history, rng)
+        if "queue" in case.workloads:
+            nemesis.coordinators = _share_coordinators(cluster)
         for workload in running:
             workload.start()
         try:
@@ -390,6 +427,11 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
         for topic, isolation, compacted in _topics(case):
             w.final_read(cluster.bootstrap, history, [topic], isolation,
                          compacted=[topic] if compacted else [])
+        if "queue" in case.workloads:
+            from tests.faults.workload_queue import final_queue_read
+
+            final_queue_read(cluster.bootstrap, history)
+            queue_drained = all(getattr(one, "drained", True) for one in running)
         nodes = list(cluster.node_ids)
         for node in nodes:
             cluster.stop(node)
@@ -410,6 +452,9 @@ def run_case(case: Case, seed: int, root: Path, *, faults: int | None = None,
                            "unknown": counts.get("send-info", 0),
                            "failed": counts.get("send-fail", 0),
                            "duplicates_after_client_epoch_bump": len(client_duplicates)})
+    if "queue" in case.workloads:
+        result.figures.update({name: count for name, count in counts.items()
+                               if name.startswith("queue-")}, queue_drained=queue_drained)
     result.anomalies = {name: len(found) for name, found in report.anomalies.items() if found}
     if client_duplicates:  # librdkafka's epoch bump (see tests.faults.duplicates): reported apart
         result.anomalies["duplicate"] = len(broker_duplicates)

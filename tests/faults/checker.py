@@ -22,7 +22,9 @@ where one exists; rules in ``checker_history``, ``checker_rules``, ``checker_rep
 - ``compaction-latest-wrong``: on a compacted topic, a key's last record in the final read is
   not its acknowledged send with the highest offset;
 - ``split-brain``: two nodes announced leader of one partition in one epoch;
-- ``replica-divergence``: two replicas' batches differ below the smallest high watermark.
+- ``replica-divergence``: two replicas' batches differ below the smallest high watermark;
+- ``queue-*``: a share group's records lost, accepted twice, both dead-lettered and accepted,
+  dead-lettered as rejected with no REJECT, or delivered as another record (``checker_queue``).
 
 ``info`` ops may have happened: a loss needs an ``ok``, a duplicate is one regardless.
 
@@ -40,6 +42,7 @@ from typing import Any
 
 from storage.inspect import partition_directories
 from tests.faults.checker_history import HistoryIndex, TopicPartition
+from tests.faults.checker_queue import QueueIndex
 from tests.faults.checker_replicas import ReplicaBytes, ReplicaLog, check_replicas, read_replica
 from tests.faults.checker_report import DEFAULT_EXAMPLES, Anomalies, Report
 from tests.faults.checker_rules import check_all
@@ -67,10 +70,13 @@ def check(
     many of each kind the report keeps."""
     anomalies = Anomalies(examples)
     index = HistoryIndex(anomalies)
+    queue = QueueIndex()
     for line in lines:
         index.add(line)
+        queue.add(line)
     index.finish()
     check_all(index, anomalies)
+    index.counts.update(queue.check(anomalies))
     if replicas is not None:
         skip = frozenset(index.compacted_topics)
         index.counts["replica-partition"] = check_replicas(replicas, anomalies, skip_topics=skip)

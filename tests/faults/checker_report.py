@@ -33,6 +33,12 @@ ANOMALIES = (
     "compaction-latest-wrong",
     "split-brain",
     "replica-divergence",
+    # a queue (share group): tests.faults.checker_queue
+    "queue-lost",
+    "queue-accepted-twice",
+    "queue-dead-lettered-and-accepted",
+    "queue-dead-letter-unrejected",
+    "queue-wrong-record",
 )
 
 DEFAULT_EXAMPLES = 10

@@ -266,6 +266,8 @@ class TopicSpec:
     partitions: int = 1
     replication_factor: int = 1
     configs: Mapping[str, str] = field(default_factory=dict)
+    # the node ids of each partition's replicas, the first its preferred leader (else Kafka's)
+    replica_assignment: tuple[tuple[int, ...], ...] | None = None
 
 
 def create_topics(bootstrap: str, specs: Iterable[TopicSpec], *, timeout_s: float = 60.0
@@ -289,8 +291,12 @@ def create_topics(bootstrap: str, specs: Iterable[TopicSpec], *, timeout_s: floa
 
 def _create_one(admin: AdminClient, spec: TopicSpec, deadline: float) -> None:
     while True:
-        new = NewTopic(spec.name, spec.partitions, spec.replication_factor,
-                       config=dict(spec.configs))
+        if spec.replica_assignment is None:
+            new = NewTopic(spec.name, spec.partitions, spec.replication_factor,
+                           config=dict(spec.configs))
+        else:
+            new = NewTopic(spec.name, len(spec.replica_assignment), replica_assignment=[
+                list(r) for r in spec.replica_assignment], config=dict(spec.configs))
         future = admin.create_topics([new], operation_timeout=10)[spec.name]
         try:
             future.result(max(1.0, deadline - time.monotonic()))
