@@ -7,10 +7,10 @@ a dead-letter topic (``samsa.share.dead.letter.topic``).
     queue.stop()             # producer stopped, members drain what is left (bounded), then stop
     final_queue_read(bootstrap, history, QUEUE_GROUP, QUEUE_TOPIC, DEAD_LETTER_TOPIC)
 
-Topics: ``QUEUE_TOPIC`` and ``DEAD_LETTER_TOPIC``, 3 partitions each, RF 3, min ISR 2, with one
-replica assignment for both, so that each dead-letter partition's preferred leader is its
-source partition's (the broker appends a dead letter only to a dead-letter partition it leads:
-``broker/share/dead_letters.py``; a letter whose partition is led elsewhere waits).
+Topics: ``QUEUE_TOPIC`` and ``DEAD_LETTER_TOPIC``, 3 partitions each, RF 3, min ISR 2; source
+partition i's letters go to dead-letter partition i, whose preferred leader is another node
+than source partition i's (``DEAD_LETTER_ASSIGNMENT``): dead letters cross nodes, a Produce to
+that leader (``broker/share/dead_letters.py``).
 
 What each member does with a record (by its value, so every delivery of one record is treated
 alike): a *poison* value (``crc32(value) % 50 == 0``) is REJECTed (half of them) or always
@@ -77,7 +77,11 @@ QUEUE_BROKER_CONFIG = (
     ("share.coordinator.state.topic.replication.factor", "3"),
     ("share.coordinator.state.topic.min.isr", "2"),
 )
-ASSIGNMENT = ((1, 2, 3), (2, 3, 1), (3, 1, 2))  # both topics: partition i's preferred leader
+ASSIGNMENT = ((1, 2, 3), (2, 3, 1), (3, 1, 2))  # the queue: partition i's preferred leader
+# The dead-letter topic's partition i (where source partition i's letters go) is led by another
+# node than source partition i, so dead letters cross nodes (a Produce to that leader) and the
+# faults hit the sending and the receiving side separately.
+DEAD_LETTER_ASSIGNMENT = ((2, 3, 1), (3, 1, 2), (1, 2, 3))
 INVALID_RECORD_STATE = 121
 
 
@@ -205,7 +209,7 @@ class Queue(Workload):
         configs = {"min.insync.replicas": "2"}
         create_topics(self.bootstrap, [
             TopicSpec(QUEUE_TOPIC, 3, 3, configs, replica_assignment=ASSIGNMENT),
-            TopicSpec(DEAD_LETTER_TOPIC, 3, 3, configs, replica_assignment=ASSIGNMENT)])
+            TopicSpec(DEAD_LETTER_TOPIC, 3, 3, configs, replica_assignment=DEAD_LETTER_ASSIGNMENT)])
         with AdminClient(bootstrap_servers=self.bootstrap) as admin:
             admin.alter_configs(ConfigResource("group", QUEUE_GROUP), {
                 "share.auto.offset.reset": "earliest",
