@@ -126,9 +126,21 @@ def test_read_key_after_compaction_equals_the_compacted_scan(start_broker: Any) 
     assert len(logs) > 1
     assert all(log.with_suffix(".keyindex").exists() for log in logs[:-1]), sorted(
         path.name for path in directory.iterdir())
-    scan = full_scan(broker, "entities")
-    with Consumer(bootstrap_servers=broker.bootstrap) as consumer:
-        for key in KEYS[:4]:
-            expected = [(r.offset, r.value) for r in scan if r.key == key]
-            assert expected
-            assert [(r.offset, r.value) for r in consumer.read_key("entities", 0, key)] == expected
+    # The cleaner may still be compacting (backoff 100 ms): a comparison counts only when the
+    # scan is the same before and after the key reads, so both saw one state of the log.
+    def reads_and_scan() -> tuple[dict[bytes, list[tuple[int, Any]]], list[tuple[int, Any, Any]]] | None:
+        scan = [(r.offset, r.key, r.value) for r in full_scan(broker, "entities")]
+        with Consumer(bootstrap_servers=broker.bootstrap) as consumer:
+            reads = {key: [(r.offset, r.value) for r in consumer.read_key("entities", 0, key)]
+                     for key in KEYS[:4]}
+        if [(r.offset, r.key, r.value) for r in full_scan(broker, "entities")] != scan:
+            return None
+        return reads, scan
+
+    stable = wait_until(reads_and_scan, timeout_s=TIMEOUT, what="a scan stable across the key reads")
+    assert stable is not None
+    reads, scan = stable
+    for key in KEYS[:4]:
+        expected = [(offset, value) for offset, record_key, value in scan if record_key == key]
+        assert expected
+        assert reads[key] == expected

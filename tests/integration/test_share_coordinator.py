@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from broker.node_client import NodeClient
 from broker.share.coordinator_key import coordinator_key
 from broker.share.state_records import SharePartitionKey
@@ -97,6 +99,7 @@ def batches_of(response: Any) -> list[tuple[int, int, int, int]]:
             for b in first_partition(response).state_batches]
 
 
+@pytest.mark.slow  # the state APIs run in make test through the share groups' own tests
 def test_state_is_written_read_fenced_and_survives_a_restart(start_broker) -> None:  # type: ignore[no-untyped-def]
     broker = start_broker(**{"share.coordinator.state.topic.num.partitions": "3",
                              "share.coordinator.snapshot.update.records.per.snapshot": "2"})
