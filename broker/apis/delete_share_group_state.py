@@ -12,10 +12,12 @@ the metadata.
 
 from __future__ import annotations
 
+import itertools
+
 from broker.apis import ApiSpec, RequestContext, register
 from broker.share.coordinator_service import ShareCoordinatorService
 from broker.share.state_records import SharePartitionKey
-from broker.share.state_requests import each_share_partition, error_fields
+from broker.share.state_requests import each_share_partition, error_results
 from protocol.errors import KafkaError
 from protocol.messages.delete_share_group_state_request import DeleteShareGroupStateRequest
 from protocol.messages.delete_share_group_state_response import (
@@ -33,25 +35,12 @@ async def handle(context: RequestContext, request: DeleteShareGroupStateRequest)
     outcomes = await each_share_partition(
         context, request.group_id,
         [(topic.topic_id, data.partition) for topic in request.topics for data in topic.partitions], delete)
-    response = DeleteShareGroupStateResponse()
-    position = 0
-    for topic in request.topics:
-        result = DeleteStateResult(topic_id=topic.topic_id)
-        for data in topic.partitions:
-            code, message = error_fields(outcomes[position])
-            result.partitions.append(PartitionResult(partition=data.partition, error_code=code,
-                                                     error_message=message))
-            position += 1
-        response.results.append(result)
-    return response
+    return DeleteShareGroupStateResponse(results=error_results(request.topics, outcomes, DeleteStateResult, PartitionResult))
 
 
 def error_response(request: DeleteShareGroupStateRequest, error: KafkaError) -> DeleteShareGroupStateResponse:
-    return DeleteShareGroupStateResponse(results=[
-        DeleteStateResult(topic_id=topic.topic_id, partitions=[
-            PartitionResult(partition=data.partition, error_code=error.code, error_message=error.message or None)
-            for data in topic.partitions])
-        for topic in request.topics])
+    return DeleteShareGroupStateResponse(results=error_results(request.topics, itertools.repeat(error), DeleteStateResult,
+                                                        PartitionResult))
 
 
 SPEC = register(

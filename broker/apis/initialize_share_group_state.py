@@ -13,10 +13,12 @@ the leader epoch recorded before (Kafka's is -1).
 
 from __future__ import annotations
 
+import itertools
+
 from broker.apis import ApiSpec, RequestContext, register
 from broker.share.coordinator_service import ShareCoordinatorService
 from broker.share.state_records import SharePartitionKey
-from broker.share.state_requests import each_share_partition, error_fields
+from broker.share.state_requests import each_share_partition, error_results
 from protocol.errors import KafkaError
 from protocol.messages.initialize_share_group_state_request import InitializeShareGroupStateRequest
 from protocol.messages.initialize_share_group_state_response import (
@@ -37,27 +39,14 @@ async def handle(
 
     outcomes = await each_share_partition(
         context, request.group_id, [(topic_id, data.partition) for topic_id, data in entries], initialize)
-    response = InitializeShareGroupStateResponse()
-    position = 0
-    for topic in request.topics:
-        result = InitializeStateResult(topic_id=topic.topic_id)
-        for data in topic.partitions:
-            code, message = error_fields(outcomes[position])
-            result.partitions.append(PartitionResult(partition=data.partition, error_code=code,
-                                                     error_message=message))
-            position += 1
-        response.results.append(result)
-    return response
+    return InitializeShareGroupStateResponse(results=error_results(request.topics, outcomes, InitializeStateResult, PartitionResult))
 
 
 def error_response(
     request: InitializeShareGroupStateRequest, error: KafkaError
 ) -> InitializeShareGroupStateResponse:
-    return InitializeShareGroupStateResponse(results=[
-        InitializeStateResult(topic_id=topic.topic_id, partitions=[
-            PartitionResult(partition=data.partition, error_code=error.code, error_message=error.message or None)
-            for data in topic.partitions])
-        for topic in request.topics])
+    return InitializeShareGroupStateResponse(results=error_results(request.topics, itertools.repeat(error), InitializeStateResult,
+                                                            PartitionResult))
 
 
 SPEC = register(

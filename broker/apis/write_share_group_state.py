@@ -15,10 +15,12 @@ UNKNOWN_TOPIC_OR_PARTITION for a topic or partition it does not know).
 
 from __future__ import annotations
 
+import itertools
+
 from broker.apis import ApiSpec, RequestContext, register
 from broker.share.coordinator_service import ShareCoordinatorService
 from broker.share.state_records import SharePartitionKey
-from broker.share.state_requests import each_share_partition, error_fields
+from broker.share.state_requests import each_share_partition, error_results
 from broker.share.values import StateBatch
 from protocol.errors import KafkaError
 from protocol.messages.write_share_group_state_request import WriteShareGroupStateRequest
@@ -44,25 +46,12 @@ async def handle(context: RequestContext, request: WriteShareGroupStateRequest) 
 
     outcomes = await each_share_partition(
         context, request.group_id, [(topic_id, data.partition) for topic_id, data in entries], write)
-    response = WriteShareGroupStateResponse()
-    position = 0
-    for topic in request.topics:
-        result = WriteStateResult(topic_id=topic.topic_id)
-        for data in topic.partitions:
-            code, message = error_fields(outcomes[position])
-            result.partitions.append(PartitionResult(partition=data.partition, error_code=code,
-                                                     error_message=message))
-            position += 1
-        response.results.append(result)
-    return response
+    return WriteShareGroupStateResponse(results=error_results(request.topics, outcomes, WriteStateResult, PartitionResult))
 
 
 def error_response(request: WriteShareGroupStateRequest, error: KafkaError) -> WriteShareGroupStateResponse:
-    return WriteShareGroupStateResponse(results=[
-        WriteStateResult(topic_id=topic.topic_id, partitions=[
-            PartitionResult(partition=data.partition, error_code=error.code, error_message=error.message or None)
-            for data in topic.partitions])
-        for topic in request.topics])
+    return WriteShareGroupStateResponse(results=error_results(request.topics, itertools.repeat(error), WriteStateResult,
+                                                       PartitionResult))
 
 
 SPEC = register(

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from broker.auth import authorize_cluster
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from broker.apis import RequestContext
     from broker.share.coordinator_service import ShareCoordinatorService
 
-__all__ = ["UNINITIALIZED_READ_MESSAGE", "each_share_partition", "error_fields"]
+__all__ = ["UNINITIALIZED_READ_MESSAGE", "each_share_partition", "error_fields", "error_results"]
 
 logger = logging.getLogger("samsa.broker.share.state_requests")
 
@@ -85,3 +85,20 @@ def error_fields(outcome: object) -> tuple[int, str | None]:
     if isinstance(outcome, KafkaError):
         return outcome.code, outcome.message or None
     return 0, None
+
+
+def error_results(topics: Iterable[Any], outcomes: Iterable[object], result: Callable[..., Any],
+                  partition_result: Callable[..., Any]) -> list[Any]:
+    """The answer of Initialize/Write/DeleteShareGroupState (and their whole-request error):
+    one ``result(topic_id, partitions)`` per request topic, each partition's error code and
+    message from ``outcomes``, taken in the request's order."""
+    remaining = iter(outcomes)
+    answers = []
+    for topic in topics:
+        partitions = []
+        for data in topic.partitions:
+            code, message = error_fields(next(remaining))
+            partitions.append(partition_result(partition=data.partition, error_code=code,
+                                               error_message=message))
+        answers.append(result(topic_id=topic.topic_id, partitions=partitions))
+    return answers
