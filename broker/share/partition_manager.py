@@ -47,7 +47,6 @@ from broker.share.values import (
     AutoOffsetReset,
     DeadLetter,
     FetchedBatch,
-    RecordState,
     SharePartitionConfig,
     ShareSnapshot,
     initial_start_offset,
@@ -280,7 +279,7 @@ class SharePartitionManager:
         window_end = share_partition.start_offset + entry.settings.partition_max_record_locks
         if share_partition.end_offset < min(isolation_limit, window_end):
             return True
-        return _first_available(share_partition, self.clock.milliseconds()) is not None
+        return share_partition.first_available_offset(self.clock.milliseconds()) is not None
 
     # ---- acknowledging and releasing ----------------------------------------------------
 
@@ -506,19 +505,12 @@ def _config_of(settings: ShareGroupSettings) -> SharePartitionConfig:
 def _next_fetch_offset(share_partition: SharePartition, now_ms: int) -> int | None:
     """The first in-flight AVAILABLE record, else the end offset when the window has room
     (None: nothing can be acquired until something is acknowledged or expires)."""
-    available = _first_available(share_partition, now_ms)
+    available = share_partition.first_available_offset(now_ms)
     if available is not None:
         return available
     if share_partition.end_offset - share_partition.start_offset >= share_partition.config.partition_max_record_locks:
         return None
     return share_partition.end_offset
-
-
-def _first_available(share_partition: SharePartition, now_ms: int) -> int | None:
-    for batch in share_partition.describe(now_ms).batches:
-        if batch.state is RecordState.AVAILABLE:
-            return batch.first_offset
-    return None
 
 
 @dataclass(frozen=True, slots=True)

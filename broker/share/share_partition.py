@@ -341,6 +341,22 @@ class SharePartition:
 
     # ---- observability --------------------------------------------------------------------
 
+    def first_available_offset(self, now_ms: int) -> int | None:
+        """The first AVAILABLE in-flight record with the deadlines due at ``now_ms`` applied
+        (None: none), changing nothing. The window is copied only when a lock ran out before
+        the first AVAILABLE batch (that lock's fate decides), not on every fetch."""
+        for batch in self._batches:
+            if batch.state is RecordState.AVAILABLE:
+                return batch.first_offset
+            if (batch.state is RecordState.ACQUIRED and batch.lock_deadline_ms is not None
+                    and batch.lock_deadline_ms <= now_ms):
+                break
+        else:
+            return None
+        view = self._copy_at(now_ms)
+        return next((batch.first_offset for batch in view._batches
+                     if batch.state is RecordState.AVAILABLE), None)
+
     def describe(self, now_ms: int) -> SharePartitionDescription:
         """The state as the group description shows it, with deadlines due at ``now_ms`` applied
         to the view only (describing changes nothing)."""
