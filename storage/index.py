@@ -693,5 +693,10 @@ class TimeIndex(AbstractIndex):
         timestamps = self._column_values(self._key)
         relative_offsets = self._column_values(self._relative_offset)
         self._check_first_offset(relative_offsets)
+        # Only a timestamp above the last entry's (-1 at first) is ever indexed, so none is
+        # negative: a flipped top bit would otherwise pass as "before every record" and the
+        # lookup would answer with the entry's offset, skipping the records before it.
+        if timestamps[0] < 0:
+            raise self._corrupt(f"entry 0 has timestamp {timestamps[0]}, below zero")
         self._check_order("timestamp", timestamps, strict=True)
         self._check_order("offset", relative_offsets, strict=False, absolute=self._base_offset)

@@ -712,6 +712,8 @@ TIME_CORRUPTIONS = {
     "timestamps repeat": (time_index_bytes(10, [(5, 10), (5, 11)]), "timestamp"),
     "offsets decrease": (time_index_bytes(10, [(5, 12), (6, 11)]), "offset"),
     "below the base offset": (time_index_bytes(10, [(5, 9), (6, 11)]), "base offset"),
+    # a flipped top bit: still ordered, and would read as "before every record"
+    "a negative timestamp": (time_index_bytes(10, [(5 - 2**63, 10), (6, 11)]), "below zero"),
 }
 
 
