@@ -46,9 +46,12 @@ lint: install
 test-deps:
 	.ci/install-kcat.sh
 
-# --durations: the 40 slowest steps close the report, to keep the suite within its 30 minutes
+# Two pytest-xdist workers (most cases wait on broker processes, not on a core): a test module
+# runs whole on one worker (tests/conftest.py). --durations: the 40 slowest steps close the
+# report, to keep the suite within its 30 minutes. WORKERS=0 runs it in one process.
+WORKERS ?= 2
 test: lint test-deps
-	$(PY) -m pytest -q -m 'not slow' --durations=40
+	$(PY) -m pytest -q -m 'not slow' --durations=40 -n $(WORKERS)
 
 slow: install
 	$(PY) -m pytest -q -m slow

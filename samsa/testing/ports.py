@@ -7,6 +7,7 @@ range, where only an explicit bind can take a port (see ``free_ports``).
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 
@@ -23,10 +24,10 @@ def free_ports(count: int) -> list[int]:
     if low - PORTS_BELOW_FROM < count:
         return _kernel_chosen_ports(count)
     ports: list[int] = []
-    span = low - PORTS_BELOW_FROM
+    first, span = _worker_share(PORTS_BELOW_FROM, low - PORTS_BELOW_FROM)
     start = random.randrange(span)
     for step in range(span):
-        port = PORTS_BELOW_FROM + (start + step) % span
+        port = first + (start + step) % span
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
@@ -39,6 +40,20 @@ def free_ports(count: int) -> list[int]:
 
 
 PORTS_BELOW_FROM = 10_000  # free_ports picks in [this, the ephemeral range's low end)
+
+
+def _worker_share(first: int, span: int) -> tuple[int, int]:
+    """Under pytest-xdist, worker ``gwN`` of M takes the N-th of M equal slices of the range, so
+    two workers never pick the same port between probing it and their broker binding it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        index, workers = int(worker.removeprefix("gw")), int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    except (KeyError, ValueError):
+        return first, span
+    if not 0 <= index < workers or span // workers < 64:
+        return first, span
+    share = span // workers
+    return first + index * share, share
 
 
 def _ephemeral_low() -> int:
