@@ -1,4 +1,4 @@
-"""How ``make test`` shares the suite among pytest-xdist workers (``-n 2``).
+"""How ``make test`` shares the suite among pytest-xdist workers (``-n 3``).
 
 A test module runs whole on one worker, so its module-scoped fixtures (an Apache Kafka node, a
 cluster) start once and a module's last test can look back at the ones before it; the Spark
