@@ -35,12 +35,13 @@ async def handle(context: RequestContext, request: DeleteShareGroupStateRequest)
     outcomes = await each_share_partition(
         context, request.group_id,
         [(topic.topic_id, data.partition) for topic in request.topics for data in topic.partitions], delete)
-    return DeleteShareGroupStateResponse(results=error_results(request.topics, outcomes, DeleteStateResult, PartitionResult))
+    return DeleteShareGroupStateResponse(
+        results=error_results(request.topics, outcomes, DeleteStateResult, PartitionResult))
 
 
 def error_response(request: DeleteShareGroupStateRequest, error: KafkaError) -> DeleteShareGroupStateResponse:
-    return DeleteShareGroupStateResponse(results=error_results(request.topics, itertools.repeat(error), DeleteStateResult,
-                                                        PartitionResult))
+    return DeleteShareGroupStateResponse(results=error_results(
+        request.topics, itertools.repeat(error), DeleteStateResult, PartitionResult))
 
 
 SPEC = register(

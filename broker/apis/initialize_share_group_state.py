@@ -39,14 +39,15 @@ async def handle(
 
     outcomes = await each_share_partition(
         context, request.group_id, [(topic_id, data.partition) for topic_id, data in entries], initialize)
-    return InitializeShareGroupStateResponse(results=error_results(request.topics, outcomes, InitializeStateResult, PartitionResult))
+    return InitializeShareGroupStateResponse(
+        results=error_results(request.topics, outcomes, InitializeStateResult, PartitionResult))
 
 
 def error_response(
     request: InitializeShareGroupStateRequest, error: KafkaError
 ) -> InitializeShareGroupStateResponse:
-    return InitializeShareGroupStateResponse(results=error_results(request.topics, itertools.repeat(error), InitializeStateResult,
-                                                            PartitionResult))
+    return InitializeShareGroupStateResponse(results=error_results(
+        request.topics, itertools.repeat(error), InitializeStateResult, PartitionResult))
 
 
 SPEC = register(

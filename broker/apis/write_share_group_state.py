@@ -46,12 +46,13 @@ async def handle(context: RequestContext, request: WriteShareGroupStateRequest) 
 
     outcomes = await each_share_partition(
         context, request.group_id, [(topic_id, data.partition) for topic_id, data in entries], write)
-    return WriteShareGroupStateResponse(results=error_results(request.topics, outcomes, WriteStateResult, PartitionResult))
+    return WriteShareGroupStateResponse(
+        results=error_results(request.topics, outcomes, WriteStateResult, PartitionResult))
 
 
 def error_response(request: WriteShareGroupStateRequest, error: KafkaError) -> WriteShareGroupStateResponse:
-    return WriteShareGroupStateResponse(results=error_results(request.topics, itertools.repeat(error), WriteStateResult,
-                                                       PartitionResult))
+    return WriteShareGroupStateResponse(results=error_results(
+        request.topics, itertools.repeat(error), WriteStateResult, PartitionResult))
 
 
 SPEC = register(

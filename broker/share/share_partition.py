@@ -343,14 +343,14 @@ class SharePartition:
 
     def first_available_offset(self, now_ms: int) -> int | None:
         """The first AVAILABLE in-flight record with the deadlines due at ``now_ms`` applied
-        (None: none), changing nothing. The window is copied only when a lock ran out before
-        the first AVAILABLE batch (that lock's fate decides), not on every fetch."""
+        (None: none), changing nothing. The window is copied only when a deadline falls due at
+        or before the first AVAILABLE batch (a lock ran out, or that batch expired), not on
+        every fetch."""
         for batch in self._batches:
+            if self._lock_due(batch, now_ms) or self._expiry_due(batch, now_ms):
+                break
             if batch.state is RecordState.AVAILABLE:
                 return batch.first_offset
-            if (batch.state is RecordState.ACQUIRED and batch.lock_deadline_ms is not None
-                    and batch.lock_deadline_ms <= now_ms):
-                break
         else:
             return None
         view = self._copy_at(now_ms)
@@ -390,21 +390,28 @@ class SharePartition:
 
     # ---- transitions shared by the calls above --------------------------------------------
 
+    @staticmethod
+    def _lock_due(batch: _Batch, now_ms: int) -> bool:
+        return batch.state is RecordState.ACQUIRED and batch.lock_deadline_ms is not None \
+            and now_ms >= batch.lock_deadline_ms
+
+    def _expiry_due(self, batch: _Batch, now_ms: int) -> bool:
+        expiry_ms = self.config.record_expiry_ms
+        return expiry_ms is not None and batch.state is RecordState.AVAILABLE \
+            and batch.timestamp_ms is not None and now_ms >= batch.timestamp_ms + expiry_ms
+
     def _apply_deadlines(self, now_ms: int) -> None:
         for batch in list(self._batches):
-            if batch.state is RecordState.ACQUIRED and batch.lock_deadline_ms is not None \
-                    and now_ms >= batch.lock_deadline_ms:
+            if self._lock_due(batch, now_ms):
                 self._end_delivery(batch, now_ms)
         self._expire_records(now_ms)
         self._advance_start_offset()
 
     def _expire_records(self, now_ms: int) -> None:
-        expiry_ms = self.config.record_expiry_ms
-        if expiry_ms is None:
+        if self.config.record_expiry_ms is None:
             return
         for batch in list(self._batches):
-            if batch.state is RecordState.AVAILABLE and batch.timestamp_ms is not None \
-                    and now_ms >= batch.timestamp_ms + expiry_ms:
+            if self._expiry_due(batch, now_ms):
                 self._archive(batch, DeadLetterReason.EXPIRED, now_ms)
 
     def _end_delivery(self, batch: _Batch, now_ms: int) -> None:

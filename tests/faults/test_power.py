@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.node_client import NodeClient
+from protocol.errors import ErrorCode
 from protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from protocol.messages.fetch_response import FetchResponse
 from protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -146,8 +147,8 @@ def test_a_rename_never_made_durable_reverts_to_its_synced_name(tmp_path: Path) 
 
 # -- a real node: SIGKILL, power loss, restart ----------------------------------------------------
 
-SEGMENT_BYTES = "2048"
-NOT_LEADER_OR_FOLLOWER = 6  # small segments: rolls and new segment files under the fault
+SEGMENT_BYTES = "2048"  # small segments: rolls and new segment files under the fault
+NOT_LEADER_OR_FOLLOWER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 @pytest.fixture
@@ -412,7 +413,8 @@ async def produce_one(ports: dict[int, int], leader: int, topic: str,
 
 
 # the leader moved; fewer in-sync replicas than min.insync.replicas (before or after the append)
-RETRIABLE_PRODUCE_ERRORS = (NOT_LEADER_OR_FOLLOWER, 19, 20)
+RETRIABLE_PRODUCE_ERRORS = (NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS,
+                            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 def test_an_inode_number_reused_in_another_directory_lends_no_durable_length(tmp_path: Path) -> None:

@@ -396,6 +396,14 @@ def machine_for(partition_class: type[SharePartition], config: SharePartitionCon
             assert states == {offset: record.view() for offset, record in self.model.records.items()}
 
         @invariant()
+        def first_available_offset_is_the_descriptions(self) -> None:
+            """The fetch path's shortcut against the whole view, at a time whose deadlines (locks
+            and record expiry) may be due and not yet applied."""
+            expected = next((batch.first_offset for batch in self.partition.describe(self.now_ms).batches
+                             if batch.state is RecordState.AVAILABLE), None)
+            assert self.partition.first_available_offset(self.now_ms) == expected
+
+        @invariant()
         def kafka_invariants_hold(self) -> None:
             description = self.partition.describe(self.last_call_ms)
             assert description.in_flight_record_count <= config.partition_max_record_locks
