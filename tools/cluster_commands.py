@@ -23,7 +23,6 @@ import argparse
 import json
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,20 +109,18 @@ def run_start(args: argparse.Namespace) -> int:
     from tools.cluster_launcher import ClusterLauncher, ClusterStartError
 
     launcher = ClusterLauncher(args.config_dir, args.override)
-    stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-        launcher.wake()
+        launcher.request_stop()  # no lock here: the handler may interrupt a held one
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
     try:
-        launcher.start(stop)
+        launcher.start()
     except ClusterStartError as error:
         launcher.say(f"not started: {error}")
         return 1
-    exited = launcher.wait(stop)
+    exited = launcher.wait()
     if exited is not None:
         launcher.say(f"node {exited.node_id} exited with code {exited.process.returncode}: "
                      "stopping the cluster")

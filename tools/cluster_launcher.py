@@ -9,18 +9,23 @@ current directory (relative ``log.dirs`` resolve there), with its stdout and std
 - Start: all processes at once; ``start`` returns when every node printed ``Samsa broker
   started on HOST:PORT``, and prints ``[cluster] Samsa cluster started: node 1 on HOST:PORT,
   ...``. A node that exits first fails the start (the others are stopped).
-- Run: until ``stop_event`` is set (SIGINT/SIGTERM in the CLI) or a node exits by itself.
+- Run: until ``request_stop`` (SIGINT/SIGTERM in the CLI) or a node exits by itself.
 - Stop: (nodes run in sessions of their own, so Ctrl-C reaches the launcher only) SIGTERM to
   each node still running, then wait for each (SIGKILL after
   ``stop_timeout_seconds``). Exit code 0 when every node exited with 0.
 
 Threads: one reader thread per node owns that node's pipe; the calling thread owns the
-processes. Readers wake the caller through ``_changed`` (no polling).
+processes. Readers wake the caller through ``_changed`` (no polling), a ``queue.SimpleQueue``
+of wake-ups and not a ``threading.Event``: ``request_stop`` runs in the CLI's signal handler, on
+the main thread, which may be inside ``Event.wait`` or ``clear`` holding the Event's lock, and
+an Event set there deadlocks the launcher (a CI run's ``samsa cluster start`` hung on a SIGTERM
+sent right after its start line). ``SimpleQueue.put`` is reentrant.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -87,19 +92,20 @@ class ClusterLauncher:
         self.stop_timeout_seconds = stop_timeout_seconds
         self.nodes: list[NodeProcess] = []
         self._lock = threading.Lock()
-        self._changed = threading.Event()
+        self._changed: queue.SimpleQueue[None] = queue.SimpleQueue()  # wake-ups
+        self._stop_requested = False
 
     # -- start ------------------------------------------------------------------------------
 
-    def start(self, stop_event: threading.Event | None = None) -> None:
+    def start(self) -> None:
         """Start every node and wait until all listen; raise ``ClusterStartError`` (after
-        stopping whatever started) when one exits first, the timeout passes or ``stop_event``
-        is set."""
+        stopping whatever started) when one exits first, the timeout passes or a stop is
+        requested."""
         for node_id, config in node_configs(self.config_dir):
             self.nodes.append(self._spawn(node_id, config))
         deadline = time.monotonic() + self.start_timeout_seconds
         while not all(node.listening for node in self.nodes):
-            if stop_event is not None and stop_event.is_set():
+            if self._stop_requested:
                 self.stop()
                 raise ClusterStartError("stopped before every node was listening")
             failed = self.exited_node()
@@ -141,18 +147,22 @@ class ClusterLauncher:
             if text.startswith(STARTED) and not node.listening:
                 node.address = text[len(STARTED):].strip()
                 node.listening = True
-                self._changed.set()
+                self._changed.put(None)
             self._print(f"[node-{node.node_id}] {text}")
         node.process.wait()
         node.output_closed = True
-        self._changed.set()
+        self._changed.put(None)
 
     def _wait_for_change(self, timeout: float | None) -> bool:
         if timeout is not None and timeout <= 0:
             return False
-        changed = self._changed.wait(timeout)
-        self._changed.clear()
-        return changed
+        try:
+            self._changed.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        while not self._changed.empty():  # one look covers every wake-up so far
+            self._changed.get_nowait()
+        return True
 
     # -- run and stop -----------------------------------------------------------------------
 
@@ -160,19 +170,20 @@ class ClusterLauncher:
         """A node whose process ended (its output read to the end), if any."""
         return next((node for node in self.nodes if node.output_closed), None)
 
-    def wait(self, stop_event: threading.Event) -> NodeProcess | None:
-        """Run until ``stop_event`` is set (returns None) or a node exits (returns it).
-        Whoever sets ``stop_event`` calls ``wake`` too."""
-        while not stop_event.is_set():
+    def wait(self) -> NodeProcess | None:
+        """Run until a stop is requested (returns None) or a node exits (returns it)."""
+        while not self._stop_requested:
             exited = self.exited_node()
             if exited is not None:
                 return exited
             self._wait_for_change(None)
         return None
 
-    def wake(self) -> None:
-        """Make ``wait`` look again (safe from a signal handler)."""
-        self._changed.set()
+    def request_stop(self) -> None:
+        """Make ``start`` or ``wait`` return. Safe in a signal handler, even one that
+        interrupts itself: a plain assignment and a reentrant ``SimpleQueue.put``, no lock."""
+        self._stop_requested = True
+        self._changed.put(None)
 
     def stop(self) -> dict[int, int]:
         """SIGTERM each running node, then wait for each; their exit codes by node id."""

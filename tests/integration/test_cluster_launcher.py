@@ -1,8 +1,8 @@
 """``samsa cluster start``: three real broker processes from a generated config directory.
 
-The quorum is not wired yet, so the nodes do not form a cluster; this checks the launcher:
-every node starts and listens, output is prefixed per node, SIGTERM stops them all (exit 0),
-and a node that dies takes the launcher (and the other nodes) down with exit code 1.
+This checks the launcher, not the cluster the nodes form: every node starts and listens, output
+is prefixed per node, SIGTERM stops them all (exit 0), and a node that dies takes the launcher
+(and the other nodes) down with exit code 1.
 """
 
 from __future__ import annotations
@@ -96,7 +96,10 @@ class Launcher:
         return pids
 
     def finish(self) -> int:
-        code = self.process.wait(TIMEOUT_SECONDS)
+        try:
+            code = self.process.wait(TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the launcher still runs after {TIMEOUT_SECONDS} s:\n{self.output()}")
         self._reader.join(TIMEOUT_SECONDS)
         return code
 
