@@ -18,8 +18,8 @@ Threads: one reader thread per node owns that node's pipe; the calling thread ow
 processes. Readers wake the caller through ``_changed`` (no polling), a ``queue.SimpleQueue``
 of wake-ups and not a ``threading.Event``: ``request_stop`` runs in the CLI's signal handler, on
 the main thread, which may be inside ``Event.wait`` or ``clear`` holding the Event's lock, and
-an Event set there deadlocks the launcher (a CI run's ``samsa cluster start`` hung on a SIGTERM
-sent right after its start line). ``SimpleQueue.put`` is reentrant.
+an Event set there deadlocks the launcher (the likely cause of a CI run's ``samsa cluster start``
+outliving a SIGTERM sent right after its start line). ``SimpleQueue.put`` is reentrant.
 """
 
 from __future__ import annotations

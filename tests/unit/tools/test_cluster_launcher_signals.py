@@ -6,8 +6,8 @@ A Python signal handler runs on the main thread between two bytecodes. The child
 runs the launcher's ``wait`` once for each bytecode it executes, and runs the handler exactly
 there (a trace function, called at every opcode, stands in for the signal's arrival). With the
 ``threading.Event`` the launcher used before (``Event.set`` in the handler), this hangs at the
-opcode inside ``Event.wait`` that holds the Event's lock, as a CI run's launcher hung on a
-SIGTERM sent right after its start line. The child runs under a timeout, so a deadlock fails the
+opcode inside ``Event.wait`` that holds the Event's lock (the likely cause of a CI run's launcher
+outliving a SIGTERM sent right after its start line). The child runs under a timeout, so a deadlock fails the
 test instead of hanging the suite.
 """
 
