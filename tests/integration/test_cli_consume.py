@@ -21,6 +21,11 @@ pytestmark = pytest.mark.integration
 SAMSA = str(Path(sys.executable).with_name("samsa"))
 QUIET = {"log_level": 3}
 TIMEOUT = 30
+# Runs the rest of its command line with SIGINT's default disposition. A shell's background
+# job (a suite launched with ``&``) starts with SIGINT ignored, every child inherits that, and
+# Python then installs no KeyboardInterrupt handler: Ctrl-C would not reach the CLI.
+WITH_SIGINT = [sys.executable, "-c", "import os, signal, sys; "
+               "signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"]
 
 
 @pytest.fixture
@@ -109,8 +114,8 @@ def test_errors_are_one_line_with_exit_codes(broker) -> None:  # type: ignore[no
 
 def test_ctrl_c_stops_cleanly_and_commits(broker) -> None:  # type: ignore[no-untyped-def]
     env = {**os.environ, "SAMSA_BOOTSTRAP_SERVER": broker.bootstrap}
-    process = subprocess.Popen([SAMSA, "consume", "lines", "--group", "interrupted",
-                                "--from-beginning"], stdout=subprocess.PIPE,
+    process = subprocess.Popen([*WITH_SIGINT, SAMSA, "consume", "lines", "--group",
+                                "interrupted", "--from-beginning"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     assert process.stdout is not None
     got = [process.stdout.readline() for _ in range(10)]  # blocks until they are printed

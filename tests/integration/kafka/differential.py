@@ -78,10 +78,14 @@ class Allowed:
     kafka_only: bool = False
     samsa_only: bool = False
     sometimes: bool = False  # a difference of timing that a run may not meet
+    within: int | None = None  # only numbers at most this far apart (else any difference)
 
     def covers(self, api_key: int, difference: Difference) -> bool:
         if self.api not in (ANY, api_key) or not _matches(self.path, difference.path):
             return False
+        if self.within is not None:
+            return (isinstance(difference.kafka, int) and isinstance(difference.samsa, int)
+                    and abs(difference.kafka - difference.samsa) <= self.within)
         if self.kafka_only or self.samsa_only:
             return ((self.kafka_only and difference.samsa == MISSING)
                     or (self.samsa_only and difference.kafka == MISSING))
@@ -146,6 +150,11 @@ ALLOWLIST: list[Allowed] = [
     Allowed(ANY, "*records[*:control].*timestamp", "a transaction marker is stamped with the "
             "wall clock of the broker that writes it (the same when both write it within the "
             "same millisecond)", sometimes=True),
+    Allowed(DESCRIBE_LOG_DIRS, "results[*].usable_bytes", "the free space of the filesystem "
+            "both brokers' directories share, read at two moments: tests on other workers "
+            "write meanwhile (the same number when nothing did; a wrong reckoning, such as "
+            "free blocks for available ones, is gigabytes off)", sometimes=True,
+            within=1 << 30),
     # --- configuration ----------------------------------------------------------------------
     Allowed(ANY, "*configs[min.insync.replicas].synonyms", "see the next entry: Kafka lists "
             "the cluster-wide value as a synonym too"),

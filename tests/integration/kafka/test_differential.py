@@ -121,6 +121,7 @@ from tests.integration.kafka.differential import (
     SYNC_GROUP,
     UNKNOWN_OPERATION,
     USED,
+    Difference,
     Pair,
     Wire,
 )
@@ -522,6 +523,15 @@ def test_describe_log_dirs(pair: Pair, versions: dict[int, tuple[int, int]]) -> 
             topic=topic, partitions=[0, 1, 5])]), version)
         pair.compare(DescribeLogDirsRequest(topics=[DescribableLogDirTopic(
             topic=name("never"), partitions=[0])]), version)
+
+
+def test_the_free_space_allowance_covers_two_readings_not_another_reckoning() -> None:
+    allowance = next(entry for entry in ALLOWLIST if entry.within is not None)
+    path = "results[0].usable_bytes"
+    moments_apart = Difference(path, 79_054_606_336, 79_054_598_144)  # a CI run's two readings
+    free_not_available = Difference(path, 79_054_606_336, 92_581_234_688)  # + reserved blocks
+    assert allowance.covers(DESCRIBE_LOG_DIRS, moments_apart)
+    assert not allowance.covers(DESCRIBE_LOG_DIRS, free_not_available)
 
 
 # -- consumer groups: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit,
