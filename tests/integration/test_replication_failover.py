@@ -164,8 +164,14 @@ def test_kill_9_of_the_group_coordinator_keeps_every_committed_offset(cluster_no
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
                          "enable.auto.commit": False})
     committed = [TopicPartition("tracked", index, 100 + index) for index in range(6)]
-    try:
+
+    def commit() -> bool:
         consumer.commit(offsets=committed, asynchronous=False)
+        return True
+
+    try:  # the coordinator may still be loading (COORDINATOR_LOAD_IN_PROGRESS, as Kafka's), and
+        # librdkafka hands that to a synchronous commit of explicit offsets: commit again
+        wait_until(commit, what="the group's first commit")
     finally:
         consumer.close()
     description = admin.describe_consumer_groups([group])[group].result(timeout=30)
